@@ -1,0 +1,38 @@
+"""The local Spark session chronolake runs on when no session is given."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+# Spark's Python workers must run this interpreter (the project's .venv), not the system one.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+LOCAL_SPARK_CONF: dict[str, str] = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.parquet.inferTimestampNTZ.enabled": "true",
+    "spark.driver.memory": "4g",
+    "spark.sql.ansi.enabled": "false",
+}
+
+
+def local_spark_session(app_name: str = "chronolake") -> SparkSession:
+    """The process's Spark session: an active one if any, else a local one on all cores."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.master(os.environ.get("CHRONOLAKE_SPARK_MASTER", "local[*]"))
+    builder = builder.appName(app_name)
+    for key, value in LOCAL_SPARK_CONF.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session

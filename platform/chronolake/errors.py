@@ -1,0 +1,23 @@
+"""One exception family for everything a chronolake user can hit.
+
+Every message names the culprit, what was expected and how to fix it, and is
+raised before any table is changed.
+"""
+
+from __future__ import annotations
+
+
+class ChronolakeError(Exception):
+    """Root of every error chronolake raises on purpose."""
+
+
+class DefinitionError(ChronolakeError):
+    """A table, view or query definition is wrong (bad DDL, spec or join)."""
+
+
+class SourceError(ChronolakeError):
+    """A lake table cannot be read as declared (not Delta, no change data feed, vacuumed)."""
+
+
+class RunError(ChronolakeError):
+    """A run must stop (concurrent run, bad input, schema change)."""

@@ -1,0 +1,35 @@
+"""Table and view specs: what a table is, independent of SQL and of the lake."""
+
+from chronolake.schema.options import (
+    ChangelogMode,
+    DeltaOptions,
+    EmitStrategy,
+    StartupMode,
+)
+from chronolake.schema.spec import (
+    Column,
+    ComputedColumn,
+    MetadataColumn,
+    MetadataKey,
+    PhysicalColumn,
+    TableKind,
+    TableSpec,
+    ViewSpec,
+    WatermarkSpec,
+)
+
+__all__ = [
+    "ChangelogMode",
+    "Column",
+    "ComputedColumn",
+    "DeltaOptions",
+    "EmitStrategy",
+    "MetadataColumn",
+    "MetadataKey",
+    "PhysicalColumn",
+    "StartupMode",
+    "TableKind",
+    "TableSpec",
+    "ViewSpec",
+    "WatermarkSpec",
+]

@@ -1,0 +1,17 @@
+"""Shared fixtures: one local Spark session for the whole test run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+from chronolake._spark import local_spark_session
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    session = local_spark_session("chronolake-tests")
+    yield session
+    session.stop()
