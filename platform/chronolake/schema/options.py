@@ -107,6 +107,13 @@ class DeltaOptions(BaseModel):
     @classmethod
     def from_map(cls, options: dict[str, str], *, table: str = "?") -> DeltaOptions:
         """Validate a DDL option map, with errors that name the option and the fix."""
+        connector = options.get("connector", "delta")
+        if connector != "delta":
+            msg = (
+                f"table {table!r}: connector {connector!r} is not supported; chronolake reads "
+                "Delta tables: write 'connector' = 'delta' and 'path' = '<location>'"
+            )
+            raise DefinitionError(msg)
         unknown = sorted(set(options) - set(cls.known_keys()))
         if unknown:
             msg = (

@@ -11,16 +11,27 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from chronolake.dialect import (
+    column_path,
+    expression_type,
     is_proctime_call,
     is_system_rowtime_call,
     is_system_watermark_call,
     is_timestamp_type,
     normalize_expression,
     normalize_type,
+    referenced_columns,
     row_field_type,
+    timestamp_precision,
 )
 from chronolake.errors import DefinitionError
 from chronolake.schema.options import DeltaOptions
@@ -40,6 +51,13 @@ class MetadataKey(StrEnum):
 
     COMMIT_TIMESTAMP = "commit_timestamp"
     COMMIT_VERSION = "commit_version"
+
+
+class KeepRow(StrEnum):
+    """Which row of each key a deduplication view keeps (ORDER BY t DESC keeps the last)."""
+
+    FIRST = "first"
+    LAST = "last"
 
 
 class _Frozen(BaseModel):
@@ -69,7 +87,13 @@ class ComputedColumn(_Frozen):
 
     @property
     def is_proctime(self) -> bool:
+        """True for `PROCTIME()`, the processing-time attribute."""
         return is_proctime_call(self.expression)
+
+    @property
+    def is_system_rowtime(self) -> bool:
+        """True for `SYSTEM_ROWTIME()`, the rowtime the source attaches."""
+        return is_system_rowtime_call(self.expression)
 
 
 class MetadataColumn(_Frozen):
@@ -82,6 +106,20 @@ class MetadataColumn(_Frozen):
     virtual: bool = Field(True, description="Read-only (VIRTUAL); the only supported mode.")
 
     _type = field_validator("type")(classmethod(lambda cls, v: normalize_type(v)))
+
+    @model_validator(mode="after")
+    def _type_fits_key(self) -> MetadataColumn:
+        fits = (is_timestamp_type(self.type) if self.key is MetadataKey.COMMIT_TIMESTAMP
+                else self.type == "BIGINT")
+        if not fits:
+            expected = ("TIMESTAMP_LTZ(3)" if self.key is MetadataKey.COMMIT_TIMESTAMP
+                        else "BIGINT")
+            msg = (
+                f"metadata column {self.name!r}: '{self.key}' is read as {expected}, not "
+                f"{self.type}; declare `{self.name} {expected} METADATA FROM '{self.key}' VIRTUAL`"
+            )
+            raise DefinitionError(msg)
+        return self
 
 
 Column = Annotated[PhysicalColumn | ComputedColumn | MetadataColumn, Field(discriminator="kind")]
@@ -97,8 +135,12 @@ class WatermarkSpec(_Frozen):
 
     rowtime: str = Field(..., description="Rowtime column path, e.g. 'event.log_ts'.")
     expression: str = Field(..., description="Watermark strategy expression.")
-    datatype: str = Field("TIMESTAMP(3)", description="Type of the rowtime attribute.")
+    datatype: str = Field(
+        "TIMESTAMP(3)",
+        description="Type of the rowtime attribute; a TableSpec fills it from the column.",
+    )
 
+    _rowtime = field_validator("rowtime")(classmethod(lambda cls, v: column_path(v)))
     _expression = field_validator("expression")(
         classmethod(lambda cls, v: normalize_expression(v))
     )
@@ -177,6 +219,16 @@ class TableSpec(_Frozen):
             properties |= self.watermark.to_properties()
         return properties
 
+    @field_validator("watermark")
+    @classmethod
+    def _resolve_watermark(
+        cls, watermark: WatermarkSpec | None, info: ValidationInfo
+    ) -> WatermarkSpec | None:
+        """Check the rowtime attribute and take its datatype from the column it names."""
+        if watermark is None or "columns" not in info.data:
+            return watermark
+        return _resolved_watermark(info.data["name"], info.data["columns"], watermark)
+
     @model_validator(mode="after")
     def _validate(self) -> TableSpec:
         names = [c.name.lower() for c in self.columns]
@@ -187,54 +239,118 @@ class TableSpec(_Frozen):
                 "more than once; give each column a unique name"
             )
         for key in self.primary_key:
-            if self.column(key) is None:
+            column = self.column(key)
+            if column is None:
                 raise DefinitionError(
                     f"table {self.name!r}: primary key column {key!r} does not exist; "
                     f"declare it or use one of: {', '.join(c.name for c in self.columns)}"
                 )
-        if self.watermark:
-            self._validate_watermark(self.watermark)
+            if not isinstance(column, PhysicalColumn):
+                raise DefinitionError(
+                    f"table {self.name!r}: primary key column {key!r} is a {column.kind} "
+                    "column; a primary key may only use physical columns"
+                )
+        self._validate_references()
         return self
 
-    def _validate_watermark(self, watermark: WatermarkSpec) -> None:
-        head, *nested = watermark.rowtime.split(".")
-        column = self.column(head)
-        if column is None:
-            raise DefinitionError(
-                f"table {self.name!r}: WATERMARK FOR {watermark.rowtime}: column {head!r} does "
-                f"not exist; use one of: {', '.join(c.name for c in self.columns)}"
-            )
-        if isinstance(column, ComputedColumn):
-            if column.is_proctime:
+    def _validate_references(self) -> None:
+        """Computed columns read physical and metadata columns only, as in Flink."""
+        sources = {c.name.lower() for c in self.columns if not isinstance(c, ComputedColumn)}
+        computed = {c.name.lower() for c in self.columns if isinstance(c, ComputedColumn)}
+        for column in self.columns:
+            if not isinstance(column, ComputedColumn):
+                continue
+            for name in referenced_columns(column.expression):
+                if name.lower() in sources:
+                    continue
+                problem = ("is another computed column; computed columns may only read "
+                           "physical and metadata columns" if name.lower() in computed
+                           else "does not exist")
+                usable = sorted(c.name for c in self.columns if c.name.lower() in sources)
                 raise DefinitionError(
-                    f"table {self.name!r}: WATERMARK FOR {watermark.rowtime}: a PROCTIME() "
-                    "column cannot be a rowtime attribute; declare the watermark on an event "
-                    "time column of type TIMESTAMP(3) or TIMESTAMP_LTZ(3)"
+                    f"table {self.name!r}: computed column `{column.name} AS "
+                    f"{column.expression}` reads {name!r}, which {problem}; use one of: "
+                    f"{', '.join(usable)}"
                 )
-            rowtime_type = None  # evaluated by Spark; its type is checked on read
-        else:
-            rowtime_type = column.type
-            for field in nested:
-                rowtime_type = row_field_type(rowtime_type, field)
-                if rowtime_type is None:
-                    raise DefinitionError(
-                        f"table {self.name!r}: WATERMARK FOR {watermark.rowtime}: "
-                        f"{head!r} has no nested field {field!r}"
-                    )
-        if rowtime_type is not None and not is_timestamp_type(rowtime_type):
+
+
+def _resolved_watermark(
+    table: str, columns: tuple[PhysicalColumn | ComputedColumn | MetadataColumn, ...],
+    watermark: WatermarkSpec,
+) -> WatermarkSpec:
+    prefix = f"table {table!r}: WATERMARK FOR {watermark.rowtime}"
+    by_name = {c.name.lower(): c for c in columns}
+    head, *nested = watermark.rowtime.split(".")
+    column = by_name.get(head.lower())
+    if column is None:
+        raise DefinitionError(
+            f"{prefix}: column {head!r} does not exist; use one of: "
+            f"{', '.join(c.name for c in columns)}"
+        )
+    for name in referenced_columns(watermark.expression):
+        if name.lower() not in by_name:
             raise DefinitionError(
-                f"table {self.name!r}: WATERMARK FOR {watermark.rowtime}: the rowtime must be "
-                f"TIMESTAMP(3) or TIMESTAMP_LTZ(3), got {rowtime_type}; cast it in a computed "
-                f"column, e.g. `rt AS CAST({head} AS TIMESTAMP(3))`, and declare the watermark on rt"
+                f"{prefix} AS {watermark.expression}: the strategy reads {name!r}, which does "
+                f"not exist; use one of: {', '.join(c.name for c in columns)}"
             )
-        if is_system_watermark_call(watermark.expression) and not (
-            isinstance(column, ComputedColumn) and is_system_rowtime_call(column.expression)
-        ):
+    rowtime_type = _rowtime_type(prefix, column, nested)
+    if rowtime_type is not None:
+        precision = timestamp_precision(rowtime_type)
+        if precision is None or precision > 3:
             raise DefinitionError(
-                f"table {self.name!r}: SYSTEM_WATERMARK() needs a rowtime derived with "
-                f"SYSTEM_ROWTIME(); declare `{head} AS SYSTEM_ROWTIME()` or use a watermark "
-                "expression over the column"
+                f"{prefix}: the rowtime must be TIMESTAMP(p) or TIMESTAMP_LTZ(p) with p <= 3, "
+                f"got {rowtime_type}; declare the column as TIMESTAMP(3), or cast it in a "
+                f"computed column, e.g. `rt AS CAST({head} AS TIMESTAMP(3))`, and declare the "
+                "watermark on rt"
             )
+    system_rowtime = isinstance(column, ComputedColumn) and column.is_system_rowtime
+    if is_system_watermark_call(watermark.expression) and not system_rowtime:
+        raise DefinitionError(
+            f"{prefix}: SYSTEM_WATERMARK() needs a rowtime derived with SYSTEM_ROWTIME(); "
+            f"declare `{head} AS SYSTEM_ROWTIME()` or use a watermark expression over the column"
+        )
+    if rowtime_type is None or rowtime_type == watermark.datatype:
+        return watermark
+    if "datatype" in watermark.model_fields_set:
+        raise DefinitionError(
+            f"{prefix}: datatype {watermark.datatype} does not match the rowtime column's type "
+            f"{rowtime_type}; leave datatype out, it is taken from the column"
+        )
+    return watermark.model_copy(update={"datatype": rowtime_type})
+
+
+def _rowtime_type(
+    prefix: str, column: PhysicalColumn | ComputedColumn | MetadataColumn, nested: list[str]
+) -> str | None:
+    """The rowtime's declared type; None when Spark computes it (checked on read)."""
+    if isinstance(column, ComputedColumn):
+        if column.is_proctime:
+            raise DefinitionError(
+                f"{prefix}: a PROCTIME() column cannot be a rowtime attribute; declare the "
+                "watermark on an event time column of type TIMESTAMP(3) or TIMESTAMP_LTZ(3)"
+            )
+        if nested:
+            raise DefinitionError(
+                f"{prefix}: {column.name!r} is a computed column; a nested rowtime must be a "
+                "field of a ROW column"
+            )
+        return expression_type(column.expression)
+    rowtime_type = column.type
+    for field in nested:
+        field_type = row_field_type(rowtime_type, field)
+        if field_type is None:
+            raise DefinitionError(f"{prefix}: {rowtime_type} has no field {field!r}")
+        rowtime_type = field_type
+    return rowtime_type
+
+
+class DeduplicationSpec(_Frozen):
+    """`ROW_NUMBER() OVER (PARTITION BY key ORDER BY order_by DESC|ASC) = 1` over `source`."""
+
+    source: str = Field(..., description="The table or view being deduplicated.")
+    key: tuple[str, ...] = Field(..., description="PARTITION BY columns: the inferred key.")
+    order_by: str = Field(..., description="The time attribute that orders each key's rows.")
+    keep: KeepRow = Field(..., description="last (ORDER BY DESC) or first (ORDER BY ASC).")
 
 
 class ViewSpec(_Frozen):
@@ -249,6 +365,9 @@ class ViewSpec(_Frozen):
     query: str = Field(..., description="The SELECT, as canonical Flink SQL.")
     primary_key: tuple[str, ...] = Field((), description="Key inferred from the query.")
     rowtime: str | None = Field(None, description="Rowtime attribute the view keeps.")
+    deduplication: DeduplicationSpec | None = Field(
+        None, description="Set when the query is a ROW_NUMBER() = 1 deduplication."
+    )
 
     _query = field_validator("query")(classmethod(lambda cls, v: normalize_expression(v)))
 

@@ -1,0 +1,23 @@
+"""Flink SQL on sqlglot: DDL into specs, queries into Spark SQL and temporal joins."""
+
+from chronolake.sql.ddl import QueryStatement, Statement, parse_statements, parse_table, parse_view
+from chronolake.sql.query import (
+    JoinKind,
+    TemporalJoinRef,
+    referenced_tables,
+    temporal_joins,
+    to_spark,
+)
+
+__all__ = [
+    "JoinKind",
+    "QueryStatement",
+    "Statement",
+    "TemporalJoinRef",
+    "parse_statements",
+    "parse_table",
+    "parse_view",
+    "referenced_tables",
+    "temporal_joins",
+    "to_spark",
+]
