@@ -6,7 +6,10 @@ A changelog DataFrame holds the table's own columns plus these system columns:
 - `_commit_version`: the Delta version of the commit that carried the row (long).
 - `_commit_timestamp`: that commit's timestamp (TIMESTAMP, UTC instant).
 - `_position`: the row's position within its commit (long): file order within
-  the commit's actions, then row order within the file.
+  the commit's actions, then row order within the file. A commit's retractions
+  (`-U`, `-D`) come before its additions (`+I`, `+U`), so every `-U` precedes
+  its `+U` (retractions have negative positions). Positions order rows; they
+  are not dense (a file's rows start at file order * 2^32).
 
 Arrival order within a table is `(_commit_version, _position)`; lateness is
 judged against it, so every operator orders by it.

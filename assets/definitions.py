@@ -1,0 +1,29 @@
+"""What `dagster dev -w workspace.yaml` loads: the reference platform.
+
+The DDL in `platform.sql` is registered in the lake's catalog when the code
+location loads (no Spark needed), and each table and view becomes an asset.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dagster import Definitions
+
+from chronolake.catalog import Catalog
+from chronolake.dagster import chronolake_assets
+from ops import JOBS
+from resources import LAKE_ROOT, RESOURCES
+
+PLATFORM_DDL = Path(__file__).with_name("platform.sql")
+
+
+def build_definitions() -> Definitions:
+    """Register the platform DDL in the lake's catalog and expose every table as an asset."""
+    catalog = Catalog(LAKE_ROOT)
+    for _ in catalog.run_script(PLATFORM_DDL.read_text()):
+        pass
+    return Definitions(assets=chronolake_assets(LAKE_ROOT), jobs=JOBS, resources=RESOURCES)
+
+
+defs = build_definitions()

@@ -1,0 +1,196 @@
+"""The catalog: tables and views declared once, persisted in the lake, queried with SQL.
+
+The catalog lives under `<lake>/_chronolake/catalog/`, one JSON document per
+table or view, so a later process (the CLI, `dagster dev`, a scheduled run)
+sees what an earlier one registered.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pyspark.sql import DataFrame, SparkSession
+
+from chronolake._atomic import write_text_atomically
+from chronolake._spark import local_spark_session
+from chronolake.errors import DefinitionError
+from chronolake.lake import LakeBackend, backend_for
+from chronolake.relations import relation_dataframe
+from chronolake.schema import TableSpec, ViewSpec
+from chronolake.sql.ddl import QueryStatement, parse_statements
+from chronolake.sql.query import referenced_tables, to_spark
+
+Spec = TableSpec | ViewSpec
+CATALOG_DIR = Path("_chronolake") / "catalog"
+
+
+class CatalogEntry(BaseModel):
+    """What the catalog stores per name: the spec and the statement that declared it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["table", "view"]
+    table: TableSpec | None = Field(None, description="Set for tables.")
+    view: ViewSpec | None = Field(None, description="Set for views.")
+    statement: str | None = Field(None, description="The DDL text, when declared in SQL.")
+
+    @property
+    def spec(self) -> Spec:
+        spec = self.table if self.kind == "table" else self.view
+        assert spec is not None
+        return spec
+
+
+class Catalog:
+    """Tables and views of one lake, with Flink SQL on top of Spark.
+
+    `lake` is the lake root (a folder; table paths are relative to it). `spark`
+    defaults to the process's local session.
+
+    Example:
+        >>> catalog = Catalog("demo-lake")
+        >>> catalog.execute("CREATE TABLE orders (...) WITH ('path' = 'orders')")
+        >>> catalog.sql("SELECT currency, COUNT(*) FROM orders GROUP BY currency").show()
+    """
+
+    def __init__(
+        self,
+        lake: str | os.PathLike[str],
+        spark: SparkSession | None = None,
+        *,
+        backend: Literal["auto", "delta-rs", "delta-spark"] = "auto",
+    ) -> None:
+        self.root = Path(lake).resolve()
+        self._spark = spark
+        self._backend_kind = backend
+        self._dir = self.root / CATALOG_DIR
+
+    @cached_property
+    def spark(self) -> SparkSession:
+        """The Spark session; created on first use, so declaring tables needs no JVM."""
+        return self._spark or local_spark_session()
+
+    @cached_property
+    def backend(self) -> LakeBackend:
+        return backend_for(self.spark, self._backend_kind)
+
+    # -- declaring -------------------------------------------------------------------------
+
+    def execute(self, statement: str) -> Spec | DataFrame:
+        """Run one statement: DDL registers a table or view; a query returns its DataFrame."""
+        results = list(self.run_script(statement))
+        if len(results) != 1:
+            raise DefinitionError(
+                f"execute() takes exactly one statement, got {len(results)}; "
+                "use run_script() for a script"
+            )
+        return results[0][1]
+
+    def run_script(self, script: str) -> Iterator[tuple[str, Spec | DataFrame]]:
+        """Run a script's statements in order, yielding (statement text, result) for each.
+
+        The whole script is parsed first, so a syntax error anywhere changes nothing.
+        """
+        statements = parse_statements(script, catalog=self._specs())
+        for statement in statements:
+            if isinstance(statement, QueryStatement):
+                yield statement.sql, self.sql(statement.sql)
+            else:
+                self.register(statement)
+                yield statement.name, statement
+
+    def register(self, spec: Spec, *, statement_text: str | None = None) -> Spec:
+        """Register (or replace) a table or view spec built in Python or parsed from DDL."""
+        entry = CatalogEntry(
+            kind="table" if isinstance(spec, TableSpec) else "view",
+            table=spec if isinstance(spec, TableSpec) else None,
+            view=spec if isinstance(spec, ViewSpec) else None,
+            statement=statement_text,
+        )
+        path = self._dir / f"{spec.name.lower()}.json"
+        write_text_atomically(path, entry.model_dump_json(indent=2))
+        return spec
+
+    def drop(self, name: str) -> None:
+        """Forget a table or view (its Delta data stays where it is)."""
+        path = self._entry_path(name)
+        path.unlink()
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        """Registered table and view names, sorted."""
+        return sorted(self._specs())
+
+    def spec(self, name: str) -> Spec:
+        """The spec registered under `name` (case-insensitive)."""
+        return self._entry(name).spec
+
+    def entry(self, name: str) -> CatalogEntry:
+        return self._entry(name)
+
+    def table_path(self, spec: TableSpec) -> Path:
+        """Where a table's Delta data lives: its `path` option, relative to the lake root."""
+        return (self.root / spec.options.path).resolve()
+
+    def table(self, name: str) -> DataFrame:
+        """The current contents of a table or view, with computed and metadata columns applied.
+
+        A changelog table reads as its materialized state at the latest version
+        (inserts, updates and deletes applied).
+        """
+        return self.sql(f"SELECT * FROM {name}")
+
+    def sql(self, query: str) -> DataFrame:
+        """A Flink SQL query over registered tables and views, as a Spark DataFrame."""
+        specs = self._specs()
+        for name in referenced_tables(query):
+            if name.lower() not in specs:
+                raise DefinitionError(
+                    f"query references unknown table {name!r}; registered: "
+                    f"{', '.join(sorted(specs)) or 'none'} (declare it with CREATE TABLE first)"
+                )
+            self._register_temp_view(name.lower(), specs)
+        return self.spark.sql(to_spark(query))
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _register_temp_view(self, name: str, specs: dict[str, Spec]) -> None:
+        spec = specs[name]
+        if isinstance(spec, ViewSpec):
+            for inner in referenced_tables(spec.query):
+                self._register_temp_view(inner.lower(), specs)
+            self.spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{name}` AS {to_spark(spec.query)}")
+        else:
+            frame = relation_dataframe(self.spark, self.backend, spec, self.root)
+            frame.createOrReplaceTempView(name)
+
+    def _entry_path(self, name: str) -> Path:
+        path = self._dir / f"{name.lower()}.json"
+        if not path.exists():
+            known = ", ".join(self.names()) or "none"
+            raise DefinitionError(f"unknown table or view {name!r}; registered: {known}")
+        return path
+
+    def _entry(self, name: str) -> CatalogEntry:
+        return CatalogEntry.model_validate_json(self._entry_path(name).read_text())
+
+    def _specs(self) -> dict[str, Spec]:
+        return {name: entry.spec for name, entry in load_entries(self.root).items()}
+
+
+def load_entries(root: str | os.PathLike[str]) -> dict[str, CatalogEntry]:
+    """The catalog entries of a lake without a Spark session (for Dagster definitions)."""
+    directory = Path(root) / CATALOG_DIR
+    if not directory.exists():
+        return {}
+    return {
+        path.stem: CatalogEntry.model_validate_json(path.read_text())
+        for path in sorted(directory.glob("*.json"))
+    }
+

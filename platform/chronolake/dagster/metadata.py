@@ -1,0 +1,73 @@
+"""Asset metadata: Dagster's own keys first, chronolake's under `chronolake/`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dagster import TableColumn, TableSchema
+from dagster._core.definitions.metadata.metadata_set import NamespacedMetadataSet
+
+from chronolake.schema import (
+    ComputedColumn,
+    MetadataColumn,
+    PhysicalColumn,
+    TableSpec,
+    ViewSpec,
+)
+
+
+class ChronolakeMetadataSet(NamespacedMetadataSet):
+    """chronolake's metadata keys (`chronolake/kind`, `chronolake/rowtime`, ...)."""
+
+    kind: str | None = None
+    rowtime: str | None = None
+    watermark_strategy: str | None = None
+    primary_key: str | None = None
+    changelog: str | None = None
+    startup_mode: str | None = None
+
+    @classmethod
+    def namespace(cls) -> str:
+        return "chronolake"
+
+
+def _column(column: PhysicalColumn | ComputedColumn | MetadataColumn, spec: TableSpec) -> TableColumn:
+    marker = ""
+    if spec.rowtime and spec.rowtime.split(".")[0].lower() == column.name.lower():
+        marker = " *ROWTIME*"
+    if isinstance(column, ComputedColumn):
+        if column.is_proctime:
+            return TableColumn(column.name, "TIMESTAMP_LTZ(3) *PROCTIME*", description="PROCTIME()")
+        return TableColumn(column.name, f"COMPUTED{marker}", description=f"AS {column.expression}")
+    if isinstance(column, MetadataColumn):
+        return TableColumn(
+            column.name,
+            column.type + marker,
+            description=f"METADATA FROM '{column.key.value}' VIRTUAL",
+        )
+    return TableColumn(column.name, column.type + marker)
+
+
+def table_definition_metadata(spec: TableSpec | ViewSpec, uri: Path | None) -> dict[str, Any]:
+    """The definition metadata of a table or view asset, shown in the asset's page."""
+    metadata: dict[str, Any] = {"dagster/table_name": spec.name}
+    if uri is not None:
+        metadata["dagster/uri"] = uri.as_uri()
+    chronolake = ChronolakeMetadataSet(
+        kind=spec.kind.value,
+        rowtime=spec.rowtime,
+        primary_key=", ".join(spec.primary_key) or None,
+    )
+    if isinstance(spec, TableSpec):
+        metadata["dagster/column_schema"] = TableSchema(
+            columns=[_column(column, spec) for column in spec.columns]
+        )
+        chronolake = chronolake.model_copy(
+            update={
+                "watermark_strategy": spec.watermark.expression if spec.watermark else None,
+                "changelog": spec.options.changelog.value,
+                "startup_mode": spec.options.startup_mode.value,
+            }
+        )
+    return metadata | {key: value for key, value in dict(chronolake).items() if value is not None}

@@ -1,0 +1,53 @@
+"""Resources: where the lake is, and the Spark session (through dagster-pyspark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from dagster import ConfigurableResource
+from dagster_pyspark import PySparkResource
+from pydantic import Field
+from pyspark.sql import SparkSession
+
+from chronolake._spark import LOCAL_SPARK_CONF
+from chronolake.catalog import Catalog
+
+
+class LakeResource(ConfigurableResource):
+    """The lake: a root folder holding Delta tables and chronolake's `_chronolake/` state.
+
+    Example:
+        >>> Definitions(assets=chronolake_assets("demo-lake"),
+        ...             resources={"lake": LakeResource(root="demo-lake"),
+        ...                        "pyspark": local_pyspark_resource()})
+    """
+
+    root: str = Field(description="Lake root folder; table paths in DDL are relative to it.")
+    backend: Literal["auto", "delta-rs", "delta-spark"] = Field(
+        "auto",
+        description="Delta backend: delta-rs (embedded default) or delta-spark (when Delta's "
+        "JVM classes are on the Spark classpath); auto picks delta-spark when available.",
+    )
+
+    @property
+    def root_path(self) -> Path:
+        return Path(self.root).resolve()
+
+    def catalog(self, spark: SparkSession) -> Catalog:
+        """The lake's catalog on the run's Spark session."""
+        return Catalog(self.root_path, spark, backend=self.backend)
+
+
+def local_pyspark_resource(extra_conf: dict[str, str] | None = None) -> PySparkResource:
+    """dagster-pyspark's resource configured for local Spark; point it at a cluster by config.
+
+    `spark.master` (e.g. `spark://host:7077`) or `spark.remote` (Spark Connect,
+    `sc://host:15002`) in `extra_conf` is all it takes to leave the local machine.
+    """
+    conf = {"spark.master": "local[*]", "spark.app.name": "chronolake", **LOCAL_SPARK_CONF}
+    if extra_conf:
+        conf |= extra_conf
+    if "spark.remote" in conf:
+        conf.pop("spark.master", None)
+    return PySparkResource(spark_config=conf)

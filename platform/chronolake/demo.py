@@ -1,0 +1,115 @@
+"""The demo lake: an append-only `orders` table and a CDC `rates` table, on disk.
+
+The data is small and seeded, so every build gives the same tables: orders in
+several append commits, and rates written with inserts, updates and deletes
+over several commits with the change data feed on.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+
+DEMO_START = datetime(2026, 11, 2, 9, 0, 0)
+CURRENCIES = ("USD", "EUR", "JPY", "GBP", "CHF")
+ORDER_COMMITS = 4
+ORDERS_PER_COMMIT = 500
+CDF_ON = {"delta.enableChangeDataFeed": "true"}
+
+ORDERS_SCHEMA = pa.schema(
+    [
+        ("order_id", pa.int64()),
+        ("currency", pa.string()),
+        ("amount", pa.decimal128(10, 2)),
+        ("order_time", pa.timestamp("us")),
+    ]
+)
+RATES_SCHEMA = pa.schema(
+    [
+        ("currency", pa.string()),
+        ("rate", pa.decimal128(38, 10)),
+        ("currency_time", pa.timestamp("us")),
+    ]
+)
+
+
+def build_demo_lake(root: Path, *, fresh: bool = True) -> dict[str, int]:
+    """Write the demo tables under `root`; returns each table's latest Delta version."""
+    if fresh:
+        for name in ("orders", "rates", "_chronolake"):
+            shutil.rmtree(root / name, ignore_errors=True)
+    root.mkdir(parents=True, exist_ok=True)
+    return {"rates": _write_rates(root / "rates"), "orders": _write_orders(root / "orders")}
+
+
+def _write_orders(path: Path) -> int:
+    rng = random.Random(7)
+    for commit in range(ORDER_COMMITS):
+        append_orders(path, rng=rng, first_id=commit * ORDERS_PER_COMMIT, count=ORDERS_PER_COMMIT,
+                      start=DEMO_START + timedelta(minutes=15 * commit))
+    return DeltaTable(path).version()
+
+
+def append_orders(path: Path, *, rng: random.Random, first_id: int, count: int,
+                  start: datetime) -> None:
+    """Append one commit of orders spread over 15 minutes from `start`, a few out of order."""
+    times = sorted(start + timedelta(milliseconds=rng.randrange(900_000)) for _ in range(count))
+    for index in rng.sample(range(count), k=count // 50):  # a few stragglers arrive late
+        times[index] -= timedelta(milliseconds=rng.randrange(5_000, 120_000))
+    rows = pa.table(
+        {
+            "order_id": pa.array(range(first_id, first_id + count), pa.int64()),
+            "currency": pa.array([rng.choice(CURRENCIES) for _ in range(count)]),
+            "amount": pa.array(
+                [Decimal(rng.randrange(100, 100_000)) / 100 for _ in range(count)],
+                pa.decimal128(10, 2),
+            ),
+            "order_time": pa.array(times, pa.timestamp("us")),
+        },
+        schema=ORDERS_SCHEMA,
+    )
+    write_deltalake(path, rows, mode="append")
+
+
+def _rates(rows: list[tuple[str, str, datetime]]) -> pa.Table:
+    return pa.table(
+        {
+            "currency": [r[0] for r in rows],
+            "rate": pa.array([Decimal(r[1]) for r in rows], pa.decimal128(38, 10)),
+            "currency_time": pa.array([r[2] for r in rows], pa.timestamp("us")),
+        },
+        schema=RATES_SCHEMA,
+    )
+
+
+def _write_rates(path: Path) -> int:
+    t = DEMO_START
+    write_deltalake(
+        path,
+        _rates([("USD", "1.0", t), ("EUR", "1.08", t), ("JPY", "0.0067", t), ("GBP", "1.27", t)]),
+        configuration=CDF_ON,
+    )
+    table = DeltaTable(path)
+    change_rate(table, "EUR", "1.10", t + timedelta(minutes=10))
+    change_rate(table, "JPY", "0.0069", t + timedelta(minutes=20))
+    table.delete("currency = 'GBP'")
+    write_deltalake(path, _rates([("CHF", "1.13", t + timedelta(minutes=30))]), mode="append")
+    change_rate(table, "EUR", "1.09", t + timedelta(minutes=40))
+    return DeltaTable(path).version()
+
+
+def change_rate(table: DeltaTable, currency: str, rate: str, at: datetime) -> None:
+    """One update commit: a new version of `currency`'s rate, valid from `at`."""
+    table.update(
+        updates={
+            "rate": f"CAST('{rate}' AS DECIMAL(38, 10))",
+            "currency_time": f"CAST('{at.isoformat(sep=' ')}' AS TIMESTAMP)",
+        },
+        predicate=f"currency = '{currency}'",
+    )

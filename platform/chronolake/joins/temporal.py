@@ -1,0 +1,117 @@
+"""The temporal join operator: which build version each emitted probe row joins, then the query.
+
+Event time (`FOR SYSTEM_TIME AS OF o.rowtime`): the version of the key valid at
+the probe row's rowtime among the build events visible to it
+(`join_valid_versions`). Processing time (`FOR SYSTEM_TIME AS OF o.proctime`):
+the key's latest version (by arrival) when the probe row is processed. Either
+way the result is a small "matched" relation (probe identity + build columns)
+that the user's query joins as a regular join (`chronolake.sql.temporal`).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from chronolake.joins.asof import JoinType, join_valid_versions
+from chronolake.lake.changelog import (
+    ARRIVAL_ORDER,
+    COMMIT_VERSION,
+    POSITION,
+    ROW_KIND,
+    SYSTEM_COLUMNS,
+    RowKind,
+)
+from chronolake.sql.temporal import (
+    PROBE_POSITION,
+    PROBE_VERSION,
+    TemporalJoinPlan,
+    TimeMode,
+    rewrite_as_regular_join,
+)
+
+_BUILD_PREFIX = "__cl_b_"
+_INTERNAL = (PROBE_VERSION, PROBE_POSITION)
+
+
+def build_columns(build_events: DataFrame) -> list[str]:
+    """The build side's own columns (system columns and internal markers left out)."""
+    return [c for c in build_events.columns if c not in SYSTEM_COLUMNS and not c.startswith("_")]
+
+
+def matched_versions(
+    plan: TemporalJoinPlan, probe_rows: DataFrame, build_events: DataFrame
+) -> DataFrame:
+    """Event time: per probe row (by identity), the build version valid at its rowtime."""
+    assert plan.mode is TimeMode.EVENT_TIME and plan.build_time is not None
+    probe = probe_rows.select(
+        F.col(COMMIT_VERSION).alias(PROBE_VERSION),
+        F.col(POSITION).alias(PROBE_POSITION),
+        *[F.col(k).alias(f"__cl_pk_{i}") for i, k in enumerate(plan.probe_keys)],
+        F.col(plan.probe_time).alias("__cl_pt"),
+    )
+    columns = build_columns(build_events)
+    matched = join_valid_versions(
+        probe,
+        build_events,
+        probe_keys=[f"__cl_pk_{i}" for i in range(len(plan.probe_keys))],
+        build_keys=list(plan.build_keys),
+        probe_time="__cl_pt",
+        build_time=plan.build_time,
+        how=JoinType.INNER,
+        build_order=ARRIVAL_ORDER,
+        build_row_kind=ROW_KIND if ROW_KIND in build_events.columns else None,
+        build_columns={c: f"{_BUILD_PREFIX}{c}" for c in columns},
+    )
+    return matched.select(
+        *_INTERNAL, *[F.col(f"{_BUILD_PREFIX}{c}").alias(c) for c in columns]
+    )
+
+
+def latest_versions(build_events: DataFrame, keys: tuple[str, ...]) -> DataFrame:
+    """Processing time: each key's latest row by arrival; a key whose last event is `-D` is gone.
+
+    `-U` events are ignored (their `+U` carries the new row).
+    """
+    events = build_events
+    if ROW_KIND in events.columns:
+        events = events.where(F.col(ROW_KIND) != RowKind.UPDATE_BEFORE.value)
+    order = [F.col(c).desc() for c in ARRIVAL_ORDER if c in events.columns]
+    ranked = events.withColumn(
+        "__cl_rank", F.row_number().over(Window.partitionBy(*keys).orderBy(*order))
+    ).where(F.col("__cl_rank") == 1)
+    if ROW_KIND in events.columns:
+        ranked = ranked.where(F.col(ROW_KIND) != RowKind.DELETE.value)
+    return ranked.drop("__cl_rank")
+
+
+def matched_latest(plan: TemporalJoinPlan, probe_rows: DataFrame, latest: DataFrame) -> DataFrame:
+    """Processing time: per probe row (by identity), the latest version of its key."""
+    columns = build_columns(latest)
+    build = latest.select(*[F.col(c).alias(f"{_BUILD_PREFIX}{c}") for c in columns])
+    condition = [
+        probe_rows[p].eqNullSafe(build[f"{_BUILD_PREFIX}{b}"]) & probe_rows[p].isNotNull()
+        for p, b in zip(plan.probe_keys, plan.build_keys, strict=True)
+    ]
+    joined = probe_rows.join(build, on=condition, how="inner")
+    return joined.select(
+        F.col(COMMIT_VERSION).alias(PROBE_VERSION),
+        F.col(POSITION).alias(PROBE_POSITION),
+        *[F.col(f"{_BUILD_PREFIX}{c}").alias(c) for c in columns],
+    )
+
+
+def join_query(plan: TemporalJoinPlan, probe_rows: DataFrame, matched: DataFrame) -> DataFrame:
+    """Run the user's query with the temporal join answered by `matched`."""
+    spark = probe_rows.sparkSession
+    suffix = uuid.uuid4().hex[:12]
+    probe_view, matched_view = f"__cl_probe_{suffix}", f"__cl_matched_{suffix}"
+    probe_rows.createOrReplaceTempView(probe_view)
+    matched.createOrReplaceTempView(matched_view)
+    result = spark.sql(
+        rewrite_as_regular_join(plan, probe_view=probe_view, matched_view=matched_view)
+    )
+    hidden = [c for c in result.columns if c in SYSTEM_COLUMNS or c in _INTERNAL]
+    return result.drop(*hidden)

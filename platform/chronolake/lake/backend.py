@@ -1,0 +1,347 @@
+"""The one interface the rest of chronolake reads and writes Delta tables through.
+
+Two backends implement it: `DeltaRsBackend` (the embedded default, no JVM
+jars) and `DeltaSparkBackend` (Delta's own JVM classes). Both answer the log
+questions (versions, commits) from the Delta log and read rows with Spark, so
+the change data feed, appends and their arrival order come out the same from
+either; what differs is how each one finds the log, the table's metadata and
+its snapshot, and how it commits a write.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from chronolake.errors import SourceError
+from chronolake.lake._files import CHANGE_TYPE, TaggedFile, file_uri, read_tagged_files
+from chronolake.lake._log import (
+    CDF_PROPERTY,
+    COLUMN_MAPPING_PROPERTY,
+    ActionKind,
+    FileAction,
+    LogCommit,
+)
+from chronolake.lake.changelog import (
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    POSITION,
+    ROW_KIND,
+    RowKind,
+)
+
+BackendKind = Literal["delta-rs", "delta-spark"]
+
+# Delta's `_change_type` values and the Flink row kinds they become.
+CHANGE_TYPE_ROW_KINDS: Mapping[str, RowKind] = {
+    "insert": RowKind.INSERT,
+    "update_preimage": RowKind.UPDATE_BEFORE,
+    "update_postimage": RowKind.UPDATE_AFTER,
+    "delete": RowKind.DELETE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CommitInfo:
+    """One Delta commit as a reader sees it.
+
+    `timestamp_ms` is the commit timestamp (ms since the epoch) that the
+    change data feed reports as `_commit_timestamp`; `is_data_change` is false
+    for commits that change no rows (OPTIMIZE, property changes).
+    """
+
+    version: int
+    timestamp_ms: int
+    operation: str
+    is_data_change: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TableMetadata:
+    """The schema, partition columns and properties of a table at one version."""
+
+    schema: StructType
+    partition_columns: tuple[str, ...]
+    configuration: Mapping[str, str]
+
+
+class LakeBackend(ABC):
+    """Reads Delta tables as snapshots and changelogs, and appends to them exactly once.
+
+    Every read returns a Spark DataFrame; the driver only reads the Delta log
+    (metadata-sized). Versions are inclusive on both ends; `end=None` means the
+    latest version. Changelogs follow `chronolake.lake.changelog`.
+
+    Example:
+        >>> backend = backend_for(spark)
+        >>> backend.changes("/lake/rates", 1, None).orderBy("_commit_version", "_position")
+    """
+
+    kind: ClassVar[BackendKind]
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    @abstractmethod
+    def is_delta_table(self, path: str | Path) -> bool:
+        """Whether `path` holds a Delta table (a `_delta_log` with at least one commit)."""
+
+    @abstractmethod
+    def latest_version(self, path: str | Path) -> int:
+        """The table's newest version; `SourceError` when `path` is not a Delta table."""
+
+    @abstractmethod
+    def snapshot(self, path: str | Path, version: int | None = None) -> DataFrame:
+        """The table's rows at `version` (latest when None), with its Delta schema."""
+
+    @abstractmethod
+    def append_dataframe(
+        self,
+        df: DataFrame,
+        path: str | Path,
+        *,
+        app_id: str,
+        app_version: int,
+        partition_by: Sequence[str] = (),
+        enable_cdf: bool = False,
+    ) -> int | None:
+        """Append `df` in one commit tagged with the application transaction
+        (`app_id`, `app_version`); return the new table version, or None when a
+        commit with this `app_id` at `app_version` or later is already in the
+        table (a retried run), in which case nothing is written.
+
+        Creates the table (partitioned by `partition_by`, with the change data
+        feed when `enable_cdf`) when `path` holds none.
+        """
+
+    @abstractmethod
+    def overwrite_dataframe(
+        self, df: DataFrame, path: str | Path, *, partition_by: Sequence[str] = ()
+    ) -> int:
+        """Replace the table's rows and schema with `df` in one commit; return the new
+        version. Creates the table (partitioned by `partition_by`) when `path` holds none.
+        For tables chronolake derives whole (views), never for changelog sources.
+        """
+
+    @abstractmethod
+    def _table_metadata(self, path: str | Path, version: int) -> TableMetadata:
+        """Schema, partition columns and properties at `version`."""
+
+    @abstractmethod
+    def _read_log(self, path: str | Path, versions: range) -> dict[int, LogCommit]:
+        """The parsed commits of `versions` still in the log (absent ones left out)."""
+
+    @abstractmethod
+    def _missing_files(self, uris: Sequence[str]) -> set[str]:
+        """Which of `uris` no longer exist (vacuumed)."""
+
+    @abstractmethod
+    def _table_uri(self, path: str | Path) -> str:
+        """The table root as Spark paths to its files start."""
+
+    def commits(self, path: str | Path, start: int, end: int | None = None) -> list[CommitInfo]:
+        """The commits `start..end` (inclusive), oldest first, read from the Delta log."""
+        return [
+            CommitInfo(c.version, c.timestamp_ms, c.operation, c.is_data_change)
+            for c in self._log_range(path, start, end)
+        ]
+
+    def changes(self, path: str | Path, start: int, end: int | None = None) -> DataFrame:
+        """The change data feed of versions `start..end` (inclusive) as a changelog.
+
+        Delta's semantics: a commit with `cdc` actions contributes the rows of
+        its `_change_data` files (insert -> +I, update_preimage -> -U,
+        update_postimage -> +U, delete -> -D); a commit without them
+        contributes the rows of the files it removed as -D and the rows of the
+        files it added as +I. Files that only move rows (OPTIMIZE) are
+        skipped. Within a commit, retractions (-U, -D) come before additions
+        (so a row a commit copies into a new file ends up present, and a -U
+        precedes its +U), each in logged file order, then row order.
+
+        Raises `SourceError` when the change data feed is off at any version
+        in the range, or the range cannot be read (see `appends`).
+        """
+        commits = self._log_range(path, start, end)
+        metadata = self._readable_metadata(path, commits[-1].version)
+        self._check_cdf(path, commits)
+        files: list[tuple[LogCommit, FileAction, str | None]] = []
+        for commit in commits:
+            cdc = commit.files(ActionKind.CDC)
+            if cdc:
+                files += [(commit, action, None) for action in cdc]
+            else:
+                files += [(commit, a, "delete") for a in commit.files(ActionKind.REMOVE)]
+                files += [(commit, a, "insert") for a in commit.files(ActionKind.ADD)]
+        return self._changelog(path, metadata, files)
+
+    def appends(self, path: str | Path, start: int, end: int | None = None) -> DataFrame:
+        """The rows added by versions `start..end` (inclusive) as `+I` rows of a changelog.
+
+        For `'changelog' = 'append'` tables. Raises `SourceError` when a commit
+        in the range removes rows (an update, delete or overwrite), when
+        `start` is beyond the latest version, when the log no longer holds
+        the versions (log cleanup) or their files are gone (VACUUM).
+        """
+        commits = self._log_range(path, start, end)
+        metadata = self._readable_metadata(path, commits[-1].version)
+        files: list[tuple[LogCommit, FileAction, str | None]] = []
+        for commit in commits:
+            if commit.files(ActionKind.REMOVE):
+                msg = (
+                    f"{path}: version {commit.version} ({commit.operation}) removes rows from a "
+                    "'changelog' = 'append' table, which must only receive inserts; declare the "
+                    "table with 'changelog' = 'cdf' (and the change data feed enabled) to read "
+                    "its updates and deletes (tables rewritten by OVERWRITE are not supported yet)"
+                )
+                raise SourceError(msg)
+            files += [(commit, a, "insert") for a in commit.files(ActionKind.ADD)]
+        return self._changelog(path, metadata, files)
+
+    def _changelog(
+        self,
+        path: str | Path,
+        metadata: TableMetadata,
+        files: list[tuple[LogCommit, FileAction, str | None]],
+    ) -> DataFrame:
+        orders: dict[int, int] = {}
+        tagged: list[TaggedFile] = []
+        for commit, action, change_type in files:
+            if action.has_deletion_vector:
+                raise SourceError(_deletion_vector_message(path, commit.version))
+            order = orders[commit.version] = orders.get(commit.version, -1) + 1
+            tagged.append(
+                TaggedFile(
+                    uri=file_uri(self._table_uri(path), action.path),
+                    version=commit.version,
+                    order=order,
+                    timestamp_ms=commit.timestamp_ms,
+                    change_type=change_type,
+                    partition_values=action.partition_values,
+                )
+            )
+        self._check_files_exist(path, tagged)
+        rows = read_tagged_files(
+            self.spark,
+            tagged,
+            schema=metadata.schema,
+            partition_columns=metadata.partition_columns,
+            table=str(path),
+        )
+        kinds = F.create_map(*(F.lit(v) for pair in CHANGE_TYPE_ROW_KINDS.items() for v in pair))
+        return rows.select(
+            *(F.col(f"`{name}`") for name in metadata.schema.fieldNames()),
+            kinds[F.col(CHANGE_TYPE)].alias(ROW_KIND),
+            COMMIT_VERSION,
+            COMMIT_TIMESTAMP,
+            POSITION,
+        )
+
+    def _require_table(self, path: str | Path) -> None:
+        if not self.is_delta_table(path):
+            raise not_a_delta_table(path)
+
+    def _log_range(self, path: str | Path, start: int, end: int | None) -> list[LogCommit]:
+        """The commits `start..end`, after checking the range exists and is still logged."""
+        latest = self.latest_version(path)
+        end = latest if end is None else end
+        if start > latest:
+            msg = (
+                f"{path}: start version {start} is beyond the latest version {latest}; expected "
+                f"a start version in 0..{latest}; read from at most {latest}, or wait until the "
+                "table has new commits"
+            )
+            raise SourceError(msg)
+        if not 0 <= start <= end <= latest:
+            msg = (
+                f"{path}: version range {start}..{end} is not within the table's versions "
+                f"0..{latest}; expected 0 <= start <= end <= {latest}"
+            )
+            raise SourceError(msg)
+        versions = range(start, end + 1)
+        commits = self._read_log(path, versions)
+        gone = [v for v in versions if v not in commits]
+        if gone:
+            msg = (
+                f"{path}: version(s) {_spans(gone)} are no longer in the Delta log (removed by "
+                "log cleanup), so their changes cannot be read; run a full refresh from the "
+                f"snapshot at version {latest}, and keep delta.logRetentionDuration longer "
+                "than the time between runs"
+            )
+            raise SourceError(msg)
+        return [commits[v] for v in versions]
+
+    def _readable_metadata(self, path: str | Path, version: int) -> TableMetadata:
+        metadata = self._table_metadata(path, version)
+        mode = metadata.configuration.get(COLUMN_MAPPING_PROPERTY, "none")
+        if mode != "none":
+            msg = (
+                f"{path}: column mapping mode {mode!r} is not supported (data files then use "
+                "physical column names); expected 'none'; rewrite the table without "
+                f"{COLUMN_MAPPING_PROPERTY}"
+            )
+            raise SourceError(msg)
+        return metadata
+
+    def _check_cdf(self, path: str | Path, commits: list[LogCommit]) -> None:
+        configuration = self._table_metadata(path, commits[0].version).configuration
+        for commit in commits:
+            configuration = commit.configuration or configuration
+            if configuration.get(CDF_PROPERTY, "false").lower() != "true":
+                msg = (
+                    f"{path}: the change data feed is not enabled at version {commit.version} "
+                    f"(table property {CDF_PROPERTY} is not true), and a 'changelog' = 'cdf' "
+                    "table is read from it; enable it with ALTER TABLE ... SET TBLPROPERTIES "
+                    f"({CDF_PROPERTY} = true) or deltalake's DeltaTable(path).alter."
+                    f"set_table_properties({{'{CDF_PROPERTY}': 'true'}}); the feed only covers "
+                    "versions committed after that, so start after the enabling version or run "
+                    "a full refresh"
+                )
+                raise SourceError(msg)
+
+    def _check_files_exist(self, path: str | Path, files: list[TaggedFile]) -> None:
+        missing = self._missing_files(list(dict.fromkeys(f.uri for f in files)))
+        if missing:
+            versions = sorted({f.version for f in files if f.uri in missing})
+            msg = (
+                f"{path}: data files of version(s) {_spans(versions)} are missing (removed by "
+                "VACUUM), so these versions cannot be read; run a full refresh from the latest "
+                "snapshot, and keep delta.deletedFileRetentionDuration longer than the time "
+                "between runs"
+            )
+            raise SourceError(msg)
+
+
+def not_a_delta_table(path: str | Path) -> SourceError:
+    """The error for a table location without a Delta log."""
+    msg = (
+        f"{path}: not a Delta table (no _delta_log folder with commits); expected the "
+        "location of a Delta table; fix the table's 'path' option (relative paths are "
+        "resolved against the lake root) or create the table first"
+    )
+    return SourceError(msg)
+
+
+def _deletion_vector_message(path: str | Path, version: int) -> str:
+    return (
+        f"{path}: version {version} marks deleted rows with deletion vectors, which chronolake "
+        "cannot read yet; expected rewritten files; set delta.enableDeletionVectors = false and "
+        "purge them (REORG TABLE ... APPLY (PURGE)), then read from a later version"
+    )
+
+
+def _spans(versions: Sequence[int]) -> str:
+    """`[1, 2, 3, 7]` -> `'1..3, 7'`: version lists stay short in messages."""
+    spans: list[list[int]] = []
+    for v in versions:
+        if spans and v == spans[-1][1] + 1:
+            spans[-1][1] = v
+        else:
+            spans.append([v, v])
+    return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in spans)

@@ -1,0 +1,273 @@
+"""The embedded backend: delta-rs (PyPI `deltalake`) for the log and commits, Spark for rows.
+
+It needs no JVM jars, which is why it is the default: delta-spark's jars come
+from Maven, which an offline machine cannot reach. Tables live on the local
+file system (the lake root is a directory).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import unquote
+from uuid import uuid4
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable, Schema, Transaction
+from deltalake.exceptions import CommitFailedError, DeltaError
+from deltalake.transaction import AddAction
+from pyspark.sql import DataFrame
+from pyspark.sql.types import StructType
+
+from chronolake.errors import SourceError
+from chronolake.lake._files import TaggedFile, file_uri, read_tagged_files
+from chronolake.lake._log import CDF_PROPERTY, LogCommit, log_file_name, parse_commit
+from chronolake.lake.backend import LakeBackend, TableMetadata, _deletion_vector_message
+
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+
+
+class DeltaRsBackend(LakeBackend):
+    """Delta tables through delta-rs; rows always read and written by Spark.
+
+    Example:
+        >>> backend = DeltaRsBackend(spark)
+        >>> backend.append_dataframe(df, "/lake/out", app_id="enrich", app_version=7)
+    """
+
+    kind = "delta-rs"
+
+    def is_delta_table(self, path: str | Path) -> bool:
+        return DeltaTable.is_deltatable(str(path))
+
+    def latest_version(self, path: str | Path) -> int:
+        return self._open(path, with_files=False).version()
+
+    def snapshot(self, path: str | Path, version: int | None = None) -> DataFrame:
+        table = self._open(path, version)
+        metadata = self._readable_metadata(path, table.version())
+        if _has_deletion_vectors(table):
+            raise SourceError(_deletion_vector_message(path, table.version()))
+        # The active files and their partition values: metadata-sized, read on the driver.
+        actions = pa.table(table.get_add_actions(flatten=False))
+        partitions = (
+            actions["partition"].to_pylist()
+            if "partition" in actions.column_names
+            else [{}] * len(actions)
+        )
+        files = [
+            TaggedFile(
+                uri=file_uri(self._table_uri(path), logged),
+                version=table.version(),
+                order=0,
+                timestamp_ms=0,
+                change_type="insert",
+                partition_values={k: None if v is None else str(v) for k, v in values.items()},
+            )
+            for logged, values in zip(actions["path"].to_pylist(), partitions, strict=True)
+        ]
+        self._check_files_exist(path, files)
+        rows = read_tagged_files(
+            self.spark,
+            files,
+            schema=metadata.schema,
+            partition_columns=metadata.partition_columns,
+            table=str(path),
+        )
+        return rows.select(*(f"`{name}`" for name in metadata.schema.fieldNames()))
+
+    def append_dataframe(
+        self,
+        df: DataFrame,
+        path: str | Path,
+        *,
+        app_id: str,
+        app_version: int,
+        partition_by: Sequence[str] = (),
+        enable_cdf: bool = False,
+    ) -> int | None:
+        """Spark writes the parquet files into the table folder; delta-rs commits them
+        together with the transaction (`app_id`, `app_version`).
+
+        The check for an earlier commit of the same transaction happens before
+        writing and again when the commit conflicts, so a retried run that
+        races its first attempt still commits at most once.
+        """
+        root = Path(path).absolute()
+        table = _create_if_missing(df, root, partition_by, enable_cdf=enable_cdf)
+        if _committed(table, app_id, app_version):
+            return None
+        partition_columns = list(table.metadata().partition_columns)
+        _check_columns(df, table, root)
+        actions = _write_files(df, root, partition_columns)
+        try:
+            table.create_write_transaction(
+                actions,
+                mode="append",
+                schema=table.schema(),
+                partition_by=partition_columns or None,
+                commit_properties=CommitProperties(
+                    app_transactions=[Transaction(app_id, app_version)]
+                ),
+            )
+        except CommitFailedError:
+            table.update_incremental()
+            if not _committed(table, app_id, app_version):
+                raise
+            for action in actions:
+                (root / action.path).unlink(missing_ok=True)
+            return None
+        table.update_incremental()
+        return table.version()
+
+    def overwrite_dataframe(
+        self, df: DataFrame, path: str | Path, *, partition_by: Sequence[str] = ()
+    ) -> int:
+        """Spark writes the files; delta-rs commits them with `mode="overwrite"`, which
+        removes every file the table had and takes `df`'s schema."""
+        root = Path(path).absolute()
+        table = _create_if_missing(df, root, partition_by, enable_cdf=False)
+        partition_columns = list(table.metadata().partition_columns)
+        actions = _write_files(df, root, partition_columns)
+        table.create_write_transaction(
+            actions,
+            mode="overwrite",
+            schema=Schema.from_json(df.schema.json()),
+            partition_by=partition_columns or None,
+        )
+        table.update_incremental()
+        return table.version()
+
+    def _open(
+        self, path: str | Path, version: int | None = None, *, with_files: bool = True
+    ) -> DeltaTable:
+        """The table at `version`; `with_files=False` skips loading its file list."""
+        self._require_table(path)
+        table = DeltaTable(str(path), without_files=not with_files)
+        latest = table.version()
+        if version is None or version == latest:
+            return table
+        if not 0 <= version <= latest:
+            msg = (
+                f"{path}: version {version} does not exist; expected a version in 0..{latest}; "
+                "read one of those, or None for the latest"
+            )
+            raise SourceError(msg)
+        try:
+            table.load_as_version(version)
+        except DeltaError as error:
+            msg = (
+                f"{path}: version {version} can no longer be loaded (its log entries were "
+                f"removed by log cleanup): {error}; read a later version, or run a full refresh "
+                f"from version {latest}"
+            )
+            raise SourceError(msg) from None
+        return table
+
+    def _table_metadata(self, path: str | Path, version: int) -> TableMetadata:
+        table = self._open(path, version, with_files=False)
+        metadata = table.metadata()
+        return TableMetadata(
+            schema=StructType.fromJson(json.loads(table.schema().to_json())),
+            partition_columns=tuple(metadata.partition_columns),
+            configuration=dict(metadata.configuration),
+        )
+
+    def _read_log(self, path: str | Path, versions: range) -> dict[int, LogCommit]:
+        log = Path(path) / "_delta_log"
+        commits: dict[int, LogCommit] = {}
+        for version in versions:
+            file = log / log_file_name(version)
+            if file.exists():
+                commits[version] = parse_commit(
+                    version,
+                    file.read_text().splitlines(),
+                    fallback_timestamp_ms=int(file.stat().st_mtime * 1000),
+                )
+        return commits
+
+    def _missing_files(self, uris: Sequence[str]) -> set[str]:
+        return {uri for uri in uris if not os.path.exists(uri)}
+
+    def _table_uri(self, path: str | Path) -> str:
+        return str(Path(path).absolute())
+
+
+def _create_if_missing(
+    df: DataFrame, root: Path, partition_by: Sequence[str], *, enable_cdf: bool
+) -> DeltaTable:
+    return DeltaTable.create(
+        str(root),
+        schema=Schema.from_json(df.schema.json()),
+        mode="ignore",
+        partition_by=list(partition_by) or None,
+        configuration={CDF_PROPERTY: "true"} if enable_cdf else None,
+    )
+
+
+def _write_files(df: DataFrame, root: Path, partition_columns: list[str]) -> list[AddAction]:
+    """Spark writes `df` as parquet into a staging folder of the table, then the files move in."""
+    staging = root / f".chronolake-staging-{uuid4().hex}"
+    try:
+        df.write.partitionBy(*partition_columns).parquet(str(staging))
+        return _move_into_table(staging, root)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _committed(table: DeltaTable, app_id: str, app_version: int) -> bool:
+    done = table.transaction_version(app_id)
+    return done is not None and done >= app_version
+
+
+def _has_deletion_vectors(table: DeltaTable) -> bool:
+    if "deletionVectors" not in (table.protocol().reader_features or []):
+        return False
+    return pa.table(table.deletion_vectors()).num_rows > 0
+
+
+def _check_columns(df: DataFrame, table: DeltaTable, root: Path) -> None:
+    expected = [field.name for field in table.schema().fields]
+    if sorted(df.columns) != sorted(expected):
+        msg = (
+            f"{root}: cannot append columns {df.columns} to a table with columns {expected}; "
+            "expected the same column names; select the table's columns before appending"
+        )
+        raise SourceError(msg)
+
+
+def _move_into_table(staging: Path, root: Path) -> list[AddAction]:
+    """Move Spark's part files into the table folder and describe each as an `add` action.
+
+    Partition values come from Spark's `col=value` folders; row counts from each
+    file's parquet footer (metadata-sized). Empty files are dropped.
+    """
+    actions: list[AddAction] = []
+    for file in sorted(staging.rglob("*.parquet")):
+        relative = file.relative_to(staging)
+        rows = pq.ParquetFile(file).metadata.num_rows
+        if rows == 0:
+            continue
+        target = root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(file, target)
+        partition_values = {
+            key: None if value == _HIVE_NULL else unquote(value)
+            for key, value in (part.split("=", 1) for part in relative.parts[:-1])
+        }
+        actions.append(
+            AddAction(
+                path=relative.as_posix(),  # delta-rs URL-encodes it for the log
+                size=target.stat().st_size,
+                partition_values=partition_values,
+                modification_time=int(time.time() * 1000),
+                data_change=True,
+                stats=json.dumps({"numRecords": rows}),
+            )
+        )
+    return actions

@@ -1,0 +1,32 @@
+"""Named fault-injection points, armed by an environment variable, for crash tests.
+
+`CHRONOLAKE_FAULT=after_output` makes the process kill itself with SIGKILL
+(no cleanup, no exception handlers) when a run reaches that point, so a test
+can prove that running again loses nothing and duplicates nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from enum import StrEnum
+
+FAULT_ENV = "CHRONOLAKE_FAULT"
+
+
+class FaultPoint(StrEnum):
+    """The points of a run where a crash is worth proving harmless, in run order."""
+
+    AFTER_INTENT = "after_intent"
+    AFTER_READ = "after_read"
+    AFTER_OUTPUT = "after_output"
+    AFTER_SIDE_OUTPUT = "after_side_output"
+    AFTER_STATE = "after_state"
+    BEFORE_CHECKPOINT = "before_checkpoint"
+    AFTER_CHECKPOINT = "after_checkpoint"
+
+
+def fault_point(point: FaultPoint) -> None:
+    """Kill this process with SIGKILL if `CHRONOLAKE_FAULT` names `point`."""
+    if os.environ.get(FAULT_ENV) == point.value:
+        os.kill(os.getpid(), signal.SIGKILL)

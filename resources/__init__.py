@@ -1,0 +1,31 @@
+"""The reference platform's resources: the lake and the Spark session.
+
+The lake root is `CHRONOLAKE_LAKE` (default: `demo-lake/` in the repository);
+Spark is local unless `CHRONOLAKE_SPARK_MASTER` or `CHRONOLAKE_SPARK_REMOTE`
+points at a cluster or a Spark Connect server.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from chronolake.dagster import LakeResource, local_pyspark_resource
+
+REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
+LAKE_ROOT = Path(os.environ.get("CHRONOLAKE_LAKE", REPOSITORY_ROOT / "demo-lake")).resolve()
+
+
+def _spark_conf() -> dict[str, str]:
+    conf: dict[str, str] = {}
+    if master := os.environ.get("CHRONOLAKE_SPARK_MASTER"):
+        conf["spark.master"] = master
+    if remote := os.environ.get("CHRONOLAKE_SPARK_REMOTE"):
+        conf["spark.remote"] = remote
+    return conf
+
+
+RESOURCES = {
+    "lake": LakeResource(root=str(LAKE_ROOT), backend=os.environ.get("CHRONOLAKE_BACKEND", "auto")),
+    "pyspark": local_pyspark_resource(_spark_conf()),
+}

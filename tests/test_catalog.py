@@ -1,0 +1,110 @@
+"""The catalog on a real demo lake: DDL in, Flink SQL queries out, persisted across processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from chronolake import Catalog
+from chronolake.demo import build_demo_lake
+from chronolake.errors import DefinitionError
+from chronolake.schema import TableKind, TableSpec, ViewSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+PLATFORM_DDL = (ROOT / "assets" / "platform.sql").read_text()
+
+
+@pytest.fixture(scope="module")
+def demo_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    lake = tmp_path_factory.mktemp("lake")
+    build_demo_lake(lake)
+    return lake
+
+
+@pytest.fixture(scope="module")
+def catalog(demo_lake: Path, spark: SparkSession) -> Catalog:
+    catalog = Catalog(demo_lake, spark)
+    list(catalog.run_script(PLATFORM_DDL))
+    return catalog
+
+
+def test_platform_ddl_registers_tables_and_views(catalog: Catalog) -> None:
+    assert catalog.names() == ["latest_rates", "orders", "rates", "rates_hybrid"]
+    rates = catalog.spec("rates")
+    assert isinstance(rates, TableSpec) and rates.kind is TableKind.VERSIONED
+    assert catalog.spec("orders").kind is TableKind.REGULAR
+    latest = catalog.spec("latest_rates")
+    assert isinstance(latest, ViewSpec)
+    assert latest.primary_key == ("currency",) and latest.kind is TableKind.VERSIONED
+
+
+def test_changelog_table_reads_as_its_state_at_the_latest_version(catalog: Catalog) -> None:
+    rows = catalog.sql("SELECT currency, rate FROM rates ORDER BY currency").collect()
+    assert [(r.currency, r.rate) for r in rows] == [
+        ("CHF", Decimal("1.1300000000")),
+        ("EUR", Decimal("1.0900000000")),
+        ("JPY", Decimal("0.0069000000")),
+        ("USD", Decimal("1.0000000000")),
+    ]  # GBP was deleted, EUR updated twice, JPY once
+
+
+def test_computed_and_metadata_columns_are_applied(catalog: Catalog) -> None:
+    rates = catalog.table("rates")
+    assert rates.columns == ["currency", "rate", "currency_time", "changelog_time"]
+    assert dict(rates.dtypes)["changelog_time"] == "timestamp"
+    assert rates.where("changelog_time IS NULL").count() == 0
+    orders = catalog.table("orders")
+    assert dict(orders.dtypes)["proc_time"] == "timestamp"
+    assert dict(orders.dtypes)["order_time"] == "timestamp_ntz"
+    assert orders.count() == 2000
+
+
+def test_deduplication_view_is_queryable(catalog: Catalog) -> None:
+    rows = catalog.sql("SELECT currency, rate FROM latest_rates WHERE currency = 'EUR'").collect()
+    assert [(r.currency, r.rate) for r in rows] == [("EUR", Decimal("1.0900000000"))]
+
+
+def test_unknown_table_in_a_query_names_it(catalog: Catalog) -> None:
+    with pytest.raises(DefinitionError, match="unknown table 'nope'.*CREATE TABLE"):
+        catalog.sql("SELECT * FROM nope")
+
+
+def test_bad_script_changes_nothing(catalog: Catalog) -> None:
+    script = "CREATE TABLE t1 (a INT) WITH ('path' = 't1');\nCREATE TABLE t2 (a INT b) WITH ();"
+    with pytest.raises(DefinitionError, match="line 2, column 24: expected '\\)', found 'b'"):
+        list(catalog.run_script(script))
+    assert "t1" not in catalog.names()
+
+
+def _chronolake(*args: str) -> subprocess.CompletedProcess[str]:
+    executable = Path(sys.executable).with_name("chronolake")
+    return subprocess.run([str(executable), *args], capture_output=True, text=True, timeout=300)
+
+
+def test_cli_sees_what_another_process_registered(catalog: Catalog, tmp_path: Path) -> None:
+    script = tmp_path / "query.sql"
+    script.write_text(
+        "SELECT currency, rate, currency_time FROM rates WHERE currency IN ('EUR', 'USD') "
+        "ORDER BY currency;"
+    )
+    result = _chronolake("sql", "--lake", str(catalog.root), "-f", str(script), "--format", "jsonl")
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [
+        {"currency": "EUR", "rate": "1.0900000000", "currency_time": "2026-11-02 09:40:00"},
+        {"currency": "USD", "rate": "1.0000000000", "currency_time": "2026-11-02 09:00:00"},
+    ]
+
+
+def test_cli_failure_exits_1_with_the_error_on_stderr(demo_lake: Path, tmp_path: Path) -> None:
+    script = tmp_path / "bad.sql"
+    script.write_text("CREATE TABLE broken (x INT, WATERMARK FOR y AS y) WITH ('path' = 'b');")
+    result = _chronolake("sql", "--lake", str(demo_lake), "-f", str(script))
+    assert result.returncode == 1
+    assert "WATERMARK FOR y" in result.stderr and "does not exist" in result.stderr
+    assert result.stdout == ""
