@@ -19,11 +19,19 @@ from pyspark.sql import DataFrame, SparkSession
 from chronolake._atomic import write_text_atomically
 from chronolake._spark import local_spark_session
 from chronolake.errors import DefinitionError
+from chronolake.joins.temporal import (
+    join_query,
+    latest_versions,
+    matched_latest,
+    matched_versions,
+)
+from chronolake.joins.versions import forward_newer_versions
 from chronolake.lake import LakeBackend, backend_for
-from chronolake.relations import relation_dataframe
+from chronolake.relations import changelog_dataframe, relation_dataframe
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.sql.ddl import QueryStatement, parse_statements
-from chronolake.sql.query import referenced_tables, to_spark
+from chronolake.sql.query import referenced_tables, temporal_joins, to_spark
+from chronolake.sql.temporal import TemporalJoinPlan, TimeMode, plan_temporal_join
 
 Spec = TableSpec | ViewSpec
 CATALOG_DIR = Path("_chronolake") / "catalog"
@@ -96,7 +104,7 @@ class Catalog:
 
         The whole script is parsed first, so a syntax error anywhere changes nothing.
         """
-        statements = parse_statements(script, catalog=self._specs())
+        statements = parse_statements(script, catalog=self.specs())
         for statement in statements:
             if isinstance(statement, QueryStatement):
                 yield statement.sql, self.sql(statement.sql)
@@ -125,7 +133,7 @@ class Catalog:
 
     def names(self) -> list[str]:
         """Registered table and view names, sorted."""
-        return sorted(self._specs())
+        return sorted(self.specs())
 
     def spec(self, name: str) -> Spec:
         """The spec registered under `name` (case-insensitive)."""
@@ -147,8 +155,13 @@ class Catalog:
         return self.sql(f"SELECT * FROM {name}")
 
     def sql(self, query: str) -> DataFrame:
-        """A Flink SQL query over registered tables and views, as a Spark DataFrame."""
-        specs = self._specs()
+        """A Flink SQL query over registered tables and views, as a Spark DataFrame.
+
+        Inputs are read as bounded: a temporal join sees every commit of both
+        sides and ends with a final watermark of +infinity, so the result is the
+        join's final result.
+        """
+        specs = self.specs()
         for name in referenced_tables(query):
             if name.lower() not in specs:
                 raise DefinitionError(
@@ -156,7 +169,41 @@ class Catalog:
                     f"{', '.join(sorted(specs)) or 'none'} (declare it with CREATE TABLE first)"
                 )
             self._register_temp_view(name.lower(), specs)
+        if temporal_joins(query):
+            return self._temporal_join(plan_temporal_join(query, specs), specs)
         return self.spark.sql(to_spark(query))
+
+    def changelog(self, name: str, start_version: int = 0, end_version: int | None = None
+                  ) -> DataFrame:
+        """A table's changes between two versions, with declared and system columns."""
+        spec = self.spec(name)
+        if not isinstance(spec, TableSpec):
+            raise DefinitionError(f"{name!r} is a view; only tables have a changelog")
+        return changelog_dataframe(self.spark, self.backend, spec, self.root, start_version,
+                                   end_version)
+
+    def versions(self, name: str) -> DataFrame:
+        """The version events of a versioned table or deduplication view, in arrival order."""
+        spec = self.spec(name)
+        if isinstance(spec, TableSpec):
+            return self.changelog(name)
+        if spec.deduplication is None:
+            raise DefinitionError(
+                f"view {name!r} is not a deduplication view, so it has no versions; a versioned "
+                "view is SELECT ... FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY t "
+                "DESC) AS rn FROM src) WHERE rn = 1"
+            )
+        dedup = spec.deduplication
+        return forward_newer_versions(self.versions(dedup.source), dedup.key, dedup.order_by)
+
+    def _temporal_join(self, plan: TemporalJoinPlan, specs: dict[str, Spec]) -> DataFrame:
+        probe = self.changelog(plan.probe.name)
+        build = self.versions(plan.build.name)
+        if plan.mode is TimeMode.EVENT_TIME:
+            matched = matched_versions(plan, probe, build)
+        else:
+            matched = matched_latest(plan, probe, latest_versions(build, plan.build_keys))
+        return join_query(plan, probe, matched)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -180,7 +227,8 @@ class Catalog:
     def _entry(self, name: str) -> CatalogEntry:
         return CatalogEntry.model_validate_json(self._entry_path(name).read_text())
 
-    def _specs(self) -> dict[str, Spec]:
+    def specs(self) -> dict[str, Spec]:
+        """Every registered spec by (lower-case) name."""
         return {name: entry.spec for name, entry in load_entries(self.root).items()}
 
 

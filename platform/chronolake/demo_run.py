@@ -7,7 +7,14 @@ import os
 import sys
 from pathlib import Path
 
-from dagster import AssetsDefinition, DagsterInstance, Definitions, SourceAsset, materialize, observe
+from dagster import (
+    AssetsDefinition,
+    DagsterInstance,
+    Definitions,
+    SourceAsset,
+    materialize,
+    observe,
+)
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -30,7 +37,7 @@ def load_platform(project: Path, lake: Path) -> Definitions:
 
 
 def run_demo(project: Path, lake: Path) -> None:
-    """Build the demo lake under `lake` and materialize every asset, recorded in `.dagster-home/`."""
+    """Build the demo lake under `lake`; materialize every asset, recorded in `.dagster-home/`."""
     console = Console(stderr=True)
     home = Path(os.environ.setdefault("DAGSTER_HOME", str(project / DAGSTER_HOME)))
     home.mkdir(parents=True, exist_ok=True)

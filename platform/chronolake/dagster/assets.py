@@ -1,8 +1,9 @@
 """Every table and view of a lake's catalog as a Dagster asset.
 
 Source tables are observable source assets whose data version is the Delta
-table version; views are assets whose materialization evaluates the view on
-Spark and stores the result as a Delta table under `_chronolake/views/`.
+table version; views are assets whose materialization brings their Delta table
+under `_chronolake/views/` up to date: incrementally, exactly once, for views
+with a temporal join, by recomputing for the others.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from dagster import (
     AssetsDefinition,
     DataVersion,
     MaterializeResult,
-    MetadataValue,
     ObserveResult,
     SourceAsset,
     asset,
@@ -24,16 +24,18 @@ from dagster import (
 )
 from dagster_pyspark import PySparkResource
 
-from chronolake.catalog import CatalogEntry, load_entries
-from chronolake.dagster.metadata import table_definition_metadata
-from chronolake.dagster.preview import markdown_preview
+from chronolake.catalog import load_entries
+from chronolake.dagster.metadata import run_metadata, table_definition_metadata
 from chronolake.dagster.resources import LakeResource
-from chronolake.lake import table_row_count, table_version, view_path, write_snapshot
+from chronolake.lake.tables import table_row_count, table_version
+from chronolake.runtime.derived import output_path
+from chronolake.runtime.views import is_incremental, materialize_view
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.sql.query import referenced_tables
 
 SOURCES_GROUP = "sources"
 VIEWS_GROUP = "views"
+DERIVED_GROUP = "derived"
 
 
 def chronolake_assets(lake_root: str | os.PathLike[str]) -> list[AssetsDefinition | SourceAsset]:
@@ -45,7 +47,7 @@ def chronolake_assets(lake_root: str | os.PathLike[str]) -> list[AssetsDefinitio
         if isinstance(spec, TableSpec):
             definitions.append(_source_table_asset(spec, (root / spec.options.path).resolve()))
         else:
-            definitions.append(_view_asset(spec, entry, view_path(root, spec.name)))
+            definitions.append(_view_asset(spec, output_path(root, spec.name)))
     return definitions
 
 
@@ -71,12 +73,14 @@ def _source_table_asset(spec: TableSpec, path: Path) -> SourceAsset:
     return _observe
 
 
-def _view_asset(spec: ViewSpec, entry: CatalogEntry, path: Path) -> AssetsDefinition:
+def _view_asset(spec: ViewSpec, path: Path) -> AssetsDefinition:
+    incremental = is_incremental(spec)
+    how = "incremental runs (temporal join)" if incremental else "recomputed on each run"
     @asset(
         name=spec.name,
-        group_name=VIEWS_GROUP,
+        group_name=DERIVED_GROUP if incremental else VIEWS_GROUP,
         deps=[AssetKey(name.lower()) for name in referenced_tables(spec.query)],
-        description=f"View ({spec.kind.value}):\n\n```sql\n{entry.statement or spec.query}\n```",
+        description=f"View ({spec.kind.value}, {how}):\n\n```sql\n{spec.query}\n```",
         metadata=table_definition_metadata(spec, path),
         kinds={"spark", "delta"},
     )
@@ -84,15 +88,8 @@ def _view_asset(spec: ViewSpec, entry: CatalogEntry, path: Path) -> AssetsDefini
         context: AssetExecutionContext, pyspark: PySparkResource, lake: LakeResource
     ) -> MaterializeResult:
         catalog = lake.catalog(pyspark.spark_session)
-        frame = catalog.table(spec.name)
-        version = write_snapshot(frame, path)
-        context.log.info(f"view {spec.name} written to {path} at Delta version {version}")
-        return MaterializeResult(
-            metadata={
-                "dagster/row_count": table_row_count(path),
-                "chronolake/delta_version": version,
-                "preview": MetadataValue.md(markdown_preview(catalog.spark, path)),
-            }
-        )
+        result = materialize_view(catalog, spec.name)
+        context.log.info(f"{spec.name}: {result.message}")
+        return MaterializeResult(metadata=run_metadata(catalog.spark, result, path))
 
     return _materialize

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
-from dagster import TableColumn, TableSchema
+from dagster import MetadataValue, TableColumn, TableSchema
 from dagster._core.definitions.metadata.metadata_set import NamespacedMetadataSet
+from pyspark.sql import SparkSession
 
+from chronolake.dagster.preview import markdown_preview
+from chronolake.lake.tables import table_row_count
+from chronolake.runtime.result import RunResult
 from chronolake.schema import (
     ComputedColumn,
     MetadataColumn,
@@ -32,7 +37,9 @@ class ChronolakeMetadataSet(NamespacedMetadataSet):
         return "chronolake"
 
 
-def _column(column: PhysicalColumn | ComputedColumn | MetadataColumn, spec: TableSpec) -> TableColumn:
+def _column(
+    column: PhysicalColumn | ComputedColumn | MetadataColumn, spec: TableSpec
+) -> TableColumn:
     marker = ""
     if spec.rowtime and spec.rowtime.split(".")[0].lower() == column.name.lower():
         marker = " *ROWTIME*"
@@ -71,3 +78,29 @@ def table_definition_metadata(spec: TableSpec | ViewSpec, uri: Path | None) -> d
             }
         )
     return metadata | {key: value for key, value in dict(chronolake).items() if value is not None}
+
+
+def run_metadata(spark: SparkSession, result: RunResult, path: Path) -> dict[str, Any]:
+    """A run's materialization metadata: the figures Dagster plots, the watermark, a preview."""
+    metadata: dict[str, Any] = {
+        "dagster/uri": path.as_uri(),
+        "chronolake/run": result.run,
+        "chronolake/status": result.status.value,
+        "chronolake/message": result.message,
+    }
+    if path.exists():
+        metadata["dagster/row_count"] = table_row_count(path)
+        metadata["preview"] = MetadataValue.md(markdown_preview(spark, path))
+    if result.watermark_ms is not None:
+        metadata["chronolake/watermark"] = MetadataValue.timestamp(result.watermark_ms / 1000)
+        lag = max(time.time() - result.watermark_ms / 1000, 0.0)
+        metadata["watermark_lag_seconds"] = MetadataValue.float(round(lag, 3))
+    if result.processing_time:
+        metadata["chronolake/watermark_kind"] = "processing-time"
+    for name, phase in result.source_phases.items():
+        metadata[f"chronolake/source_phase/{name}"] = phase
+    if result.waiting_reason:
+        metadata["chronolake/waiting_reason"] = result.waiting_reason
+    for name, value in result.figures.items():
+        metadata[name] = MetadataValue.int(value) if isinstance(value, int) else value
+    return metadata

@@ -6,14 +6,14 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from chronolake.lake import read_delta
+from chronolake.lake import backend_for
 
 PREVIEW_ROWS = 10
 
 
 def markdown_preview(spark: SparkSession, path: Path, *, rows: int = PREVIEW_ROWS) -> str:
     """The first `rows` rows of the Delta table at `path` as a Markdown table."""
-    frame = read_delta(spark, path).limit(rows)
+    frame = backend_for(spark).snapshot(path).limit(rows)
     header = "| " + " | ".join(frame.columns) + " |"
     rule = "|" + "---|" * len(frame.columns)
     # A handful of rows for display: metadata-sized, so taking them to the driver is fine.

@@ -32,7 +32,7 @@ from chronolake.sql.temporal import (
     rewrite_as_regular_join,
 )
 
-_BUILD_PREFIX = "__cl_b_"
+_BUILD_PREFIX = "__tj_b_"
 _INTERNAL = (PROBE_VERSION, PROBE_POSITION)
 
 
@@ -49,16 +49,16 @@ def matched_versions(
     probe = probe_rows.select(
         F.col(COMMIT_VERSION).alias(PROBE_VERSION),
         F.col(POSITION).alias(PROBE_POSITION),
-        *[F.col(k).alias(f"__cl_pk_{i}") for i, k in enumerate(plan.probe_keys)],
-        F.col(plan.probe_time).alias("__cl_pt"),
+        *[F.col(k).alias(f"__tj_pk_{i}") for i, k in enumerate(plan.probe_keys)],
+        F.col(plan.probe_time).alias("__tj_pt"),
     )
     columns = build_columns(build_events)
     matched = join_valid_versions(
         probe,
         build_events,
-        probe_keys=[f"__cl_pk_{i}" for i in range(len(plan.probe_keys))],
+        probe_keys=[f"__tj_pk_{i}" for i in range(len(plan.probe_keys))],
         build_keys=list(plan.build_keys),
-        probe_time="__cl_pt",
+        probe_time="__tj_pt",
         build_time=plan.build_time,
         how=JoinType.INNER,
         build_order=ARRIVAL_ORDER,
@@ -80,11 +80,11 @@ def latest_versions(build_events: DataFrame, keys: tuple[str, ...]) -> DataFrame
         events = events.where(F.col(ROW_KIND) != RowKind.UPDATE_BEFORE.value)
     order = [F.col(c).desc() for c in ARRIVAL_ORDER if c in events.columns]
     ranked = events.withColumn(
-        "__cl_rank", F.row_number().over(Window.partitionBy(*keys).orderBy(*order))
-    ).where(F.col("__cl_rank") == 1)
+        "__tj_rank", F.row_number().over(Window.partitionBy(*keys).orderBy(*order))
+    ).where(F.col("__tj_rank") == 1)
     if ROW_KIND in events.columns:
         ranked = ranked.where(F.col(ROW_KIND) != RowKind.DELETE.value)
-    return ranked.drop("__cl_rank")
+    return ranked.drop("__tj_rank")
 
 
 def matched_latest(plan: TemporalJoinPlan, probe_rows: DataFrame, latest: DataFrame) -> DataFrame:
@@ -107,7 +107,7 @@ def join_query(plan: TemporalJoinPlan, probe_rows: DataFrame, matched: DataFrame
     """Run the user's query with the temporal join answered by `matched`."""
     spark = probe_rows.sparkSession
     suffix = uuid.uuid4().hex[:12]
-    probe_view, matched_view = f"__cl_probe_{suffix}", f"__cl_matched_{suffix}"
+    probe_view, matched_view = f"__tj_probe_{suffix}", f"__tj_matched_{suffix}"
     probe_rows.createOrReplaceTempView(probe_view)
     matched.createOrReplaceTempView(matched_view)
     result = spark.sql(

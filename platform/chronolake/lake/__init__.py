@@ -16,11 +16,8 @@ from chronolake.lake.op_column import OPERATION_ROW_KINDS, op_row_kind
 from chronolake.lake.reader import read_changelog, read_table_state, table_path
 from chronolake.lake.selector import BackendChoice, backend_for
 from chronolake.lake.tables import (
-    read_delta,
     table_row_count,
     table_version,
-    view_path,
-    write_snapshot,
 )
 
 __all__ = [
@@ -43,11 +40,8 @@ __all__ = [
     "delta_spark_available",
     "op_row_kind",
     "read_changelog",
-    "read_delta",
     "read_table_state",
     "table_path",
     "table_row_count",
     "table_version",
-    "view_path",
-    "write_snapshot",
 ]

@@ -9,7 +9,8 @@ partition values) joined on `_metadata.file_name` tags every row.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -28,6 +29,9 @@ CHANGE_TYPE = "_change_type"
 POSITION_STRIDE = 1 << 32
 RETRACTION_SHIFT = 1 << 62
 RETRACTIONS = ("delete", "update_preimage")
+
+DRIVER_LISTING_MAX_FILES = 1000
+_LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 _FILE = "__chronolake_file"
 _ROW = "__chronolake_row"
@@ -101,7 +105,9 @@ def read_tagged_files(
         + [StructField(CHANGE_TYPE, StringType())]
     )
     uris = list(dict.fromkeys(f.uri for f in files))
-    data = spark.read.schema(read_schema).parquet(*uris).select(
+    with _listed_on_the_driver(spark, len(uris)):
+        scan = spark.read.schema(read_schema).parquet(*uris)
+    data = scan.select(
         "*",
         F.col("_metadata.file_name").alias(_FILE),
         F.col("_metadata.row_index").alias(_ROW),
@@ -110,7 +116,7 @@ def read_tagged_files(
     columns: list[Column] = [
         _partition_value(partitioned.index(f.name), f.dataType.simpleString()).alias(f.name)
         if f.name in partitioned
-        else F.col(f.name)
+        else F.col(f"`{f.name}`")
         for f in schema.fields
     ]
     change = F.coalesce(F.col(_FILE_CHANGE), F.col(CHANGE_TYPE))
@@ -122,6 +128,23 @@ def read_tagged_files(
         F.timestamp_millis(F.col(_TIMESTAMP_MS)).alias(COMMIT_TIMESTAMP),
         (F.col(_ORDER) * F.lit(POSITION_STRIDE) + F.col(_ROW) - shift).alias(POSITION),
     )
+
+
+@contextmanager
+def _listed_on_the_driver(spark: SparkSession, count: int) -> Iterator[None]:
+    """Spark lists more than 32 paths with a distributed job (seconds); the paths here are
+    known files, so up to `DRIVER_LISTING_MAX_FILES` are stat-ed on the driver instead.
+    (A read elsewhere on the session meanwhile lists on the driver too: only where, not what.)
+    """
+    previous = spark.conf.get(_LISTING_THRESHOLD, "32") or "32"
+    if count > DRIVER_LISTING_MAX_FILES or count <= int(previous):
+        yield
+        return
+    spark.conf.set(_LISTING_THRESHOLD, str(DRIVER_LISTING_MAX_FILES))
+    try:
+        yield
+    finally:
+        spark.conf.set(_LISTING_THRESHOLD, previous)
 
 
 def _partition_value(index: int, spark_type: str) -> Column:

@@ -1,4 +1,4 @@
-"""Whole-table facts and writes for assets: where views live, a table's version and size.
+"""Whole-table facts for assets, from the Delta log alone (no Spark): version and size.
 
 These take a table location, not a spec: Dagster assets observe and
 materialize tables without a changelog in sight.
@@ -10,17 +10,8 @@ from pathlib import Path
 
 import pyarrow as pa
 from deltalake import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
 
 from chronolake.lake.backend import not_a_delta_table
-from chronolake.lake.selector import backend_for
-
-VIEWS_FOLDER = Path("_chronolake") / "views"
-
-
-def view_path(root: str | Path, name: str) -> Path:
-    """Where a materialized view lives: `<lake root>/_chronolake/views/<name>`."""
-    return Path(root) / VIEWS_FOLDER / name
 
 
 def table_version(path: str | Path) -> int:
@@ -37,16 +28,6 @@ def table_row_count(path: str | Path) -> int:
     # One record count per active file: metadata-sized.
     counts = pa.table(_table(path).get_add_actions(flatten=True))["num_records"]
     return sum(count or 0 for count in counts.to_pylist())
-
-
-def read_delta(spark: SparkSession, path: str | Path) -> DataFrame:
-    """The latest snapshot of the table at `path`, through the session's backend."""
-    return backend_for(spark).snapshot(path)
-
-
-def write_snapshot(df: DataFrame, path: str | Path) -> int:
-    """Replace the table at `path` with `df` (creating it); return the new version."""
-    return backend_for(df.sparkSession).overwrite_dataframe(df, path)
 
 
 def _table(path: str | Path) -> DeltaTable:

@@ -7,7 +7,7 @@ their matched build version on the probe row's identity:
 
     FROM orders AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r ON c
  -> FROM <probe rows> AS o LEFT JOIN <matched versions> AS r
-         ON o._commit_version = r.__cl_probe_version AND o._position = r.__cl_probe_position
+         ON o._commit_version = r.__tj_probe_version AND o._position = r.__tj_probe_position
             AND (c)
 
 A probe row has at most one matched version, so INNER and LEFT keep their
@@ -29,8 +29,8 @@ from chronolake.lake.changelog import COMMIT_VERSION, POSITION
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.sql.query import JoinKind, TemporalJoinRef, parse_query, temporal_joins
 
-PROBE_VERSION = "__cl_probe_version"
-PROBE_POSITION = "__cl_probe_position"
+PROBE_VERSION = "__tj_probe_version"
+PROBE_POSITION = "__tj_probe_position"
 
 
 class TimeMode(StrEnum):

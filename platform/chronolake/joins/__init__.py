@@ -1,0 +1,8 @@
+"""Temporal joins: the as-of core every event-time temporal join runs on."""
+
+from __future__ import annotations
+
+from chronolake.joins.asof import JoinType, join_valid_versions
+from chronolake.joins.tuning import AsOfTuning
+
+__all__ = ["AsOfTuning", "JoinType", "join_valid_versions"]

@@ -1,0 +1,65 @@
+"""Versions of a deduplication view: a version is forwarded only if it is not older than the key's.
+
+FLIP-132's versioned view `ROW_NUMBER() OVER (PARTITION BY k ORDER BY t DESC) = 1`
+keeps, per key, the row with the greatest `t` seen so far: a row arriving with an
+older `t` than the key's current version is dropped (a late version), one with an
+equal or newer `t` replaces it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from chronolake.lake.changelog import ARRIVAL_ORDER, ROW_KIND, RowKind
+
+STALE_VERSION = "__cl_stale_version"
+
+
+def mark_stale_versions(events: DataFrame, key: Sequence[str], time: str) -> DataFrame:
+    """Add `__cl_stale_version`: true for a version older than its key's current one."""
+    before = (
+        Window.partitionBy(*key)
+        .orderBy(*[F.col(c) for c in ARRIVAL_ORDER])
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    is_version = (
+        F.col(ROW_KIND).isin(RowKind.INSERT.value, RowKind.UPDATE_AFTER.value)
+        if ROW_KIND in events.columns
+        else F.lit(True)
+    )
+    newest_before = F.max(F.when(is_version, F.col(time))).over(before)
+    return events.withColumn(
+        STALE_VERSION, F.coalesce(is_version & (F.col(time) < newest_before), F.lit(False))
+    )
+
+
+def forward_newer_versions(events: DataFrame, key: Sequence[str], time: str) -> DataFrame:
+    """The events a deduplication view forwards (stale versions dropped)."""
+    return mark_stale_versions(events, key, time).where(~F.col(STALE_VERSION)).drop(STALE_VERSION)
+
+
+def retained_versions(
+    events: DataFrame, key: Sequence[str], time: str, watermark_ms: int
+) -> DataFrame:
+    """The versions state keeps: every event newer than the watermark plus, per key, the
+    latest event at or below it (which is valid at the watermark); `-U` events are dropped.
+
+    Older versions are no longer needed by probe rows on time; late probe rows find
+    them in the run history instead.
+    """
+    events_ms = F.unix_micros(F.col(time).cast("timestamp")) / 1000
+    if ROW_KIND in events.columns:
+        events = events.where(F.col(ROW_KIND) != RowKind.UPDATE_BEFORE.value)
+    newest_first = Window.partitionBy(*key).orderBy(
+        F.col(time).desc(), *[F.col(c).desc() for c in ARRIVAL_ORDER]
+    )
+    at_or_below = events.where(events_ms <= watermark_ms)
+    latest = (
+        at_or_below.withColumn("__tj_rank", F.row_number().over(newest_first))
+        .where(F.col("__tj_rank") == 1)
+        .drop("__tj_rank")
+    )
+    return events.where(events_ms > watermark_ms).unionByName(latest)

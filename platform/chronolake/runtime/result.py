@@ -1,0 +1,37 @@
+"""What a run reports: the figures a person (and Dagster's plots) look at."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RunStatus(StrEnum):
+    """How a run ended."""
+
+    COMMITTED = "committed"
+    UP_TO_DATE = "up-to-date"
+
+
+class RunResult(BaseModel):
+    """One run of a derived table."""
+
+    model_config = ConfigDict(frozen=True)
+
+    table: str
+    run: int = Field(..., description="Run number (the checkpoint it committed).")
+    status: RunStatus
+    message: str = Field("", description="What happened, in a sentence.")
+    input_versions: dict[str, tuple[int, int]] = Field(
+        default_factory=dict, description="Per input: (first, last) Delta version read."
+    )
+    figures: dict[str, int | float] = Field(
+        default_factory=dict,
+        description="rows_in, rows_out, late_rows, unmatched_rows, pending_rows, state_rows, ...",
+    )
+    watermark_ms: int | None = Field(None, description="The output watermark after the run.")
+    processing_time: bool = Field(False, description="Whether the watermark follows the clock.")
+    source_phases: dict[str, str] = Field(default_factory=dict)
+    output_version: int | None = None
+    waiting_reason: str | None = Field(None, description="Why probe rows are held, if they are.")

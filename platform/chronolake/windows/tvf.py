@@ -1,0 +1,255 @@
+"""Event-time window aggregation: Flink's `TUMBLE` and `HOP` window table functions.
+
+`tumble(orders, size=timedelta(minutes=10), aggregations=[...])` is
+`SELECT window_start, window_end, ... FROM TABLE(TUMBLE(TABLE orders,
+DESCRIPTOR(order_time), INTERVAL '10' MINUTES)) GROUP BY window_start,
+window_end`, run over one run's rows with state carried between runs.
+
+Semantics, as in Flink's window aggregate operator:
+
+- Windows are aligned to the epoch (UTC): a tumbling window is
+  [k·size, (k+1)·size); a hopping window of `size` every `slide` covers
+  [k·slide, k·slide + size). A row belongs to every window with
+  start <= rowtime < end.
+- A window fires when the input watermark reaches end − 1 ms (its max
+  timestamp). It is emitted exactly once: in the run whose watermark crosses
+  end − 1 ms; the windows still open at the end of a run keep their raw rows in
+  the returned `state`, which the next run takes back. `final=True` (a bounded
+  input ending) closes the run with a watermark of +infinity: every open
+  window fires.
+- A row arriving when its window has already fired (end − 1 <= the watermark
+  in force on arrival) is not usable. For a hopping window the row still
+  counts in the windows that have not fired; only a row all of whose windows
+  fired goes to the side table (Flink drops such a row when its last window
+  fired). A row whose rowtime is late for the source but whose window is still
+  open is aggregated normally.
+- Rows with a null rowtime cannot be placed in a window: side table, reason
+  `null_rowtime`. Late rows: reason `window_closed`.
+- The input is expected append-only (+I rows), as Flink's window aggregation
+  requires; every row is aggregated as given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from chronolake.errors import DefinitionError, RunError
+from chronolake.watermarks._late import LateReason, count_by_reason, side_table_rows
+from chronolake.watermarks._millis import timestamp_millis
+from chronolake.watermarks.assigner import LATE_COLUMN, WATERMARK_COLUMN, AssignedChangelog
+from chronolake.watermarks.watermark import LONG_MAX
+
+WINDOW_START = "window_start"
+WINDOW_END = "window_end"
+WINDOW_TIME = "window_time"
+
+_WINDOW = "__window"
+_LAST_END_MS = "__window_last_end_ms"
+
+
+class WindowKind(StrEnum):
+    """The window table functions."""
+
+    TUMBLE = "TUMBLE"
+    HOP = "HOP"
+
+
+@dataclass(frozen=True)
+class WindowResult:
+    """What one run of a window aggregation produces.
+
+    `output`: one row per (keys, window) fired in this run: the keys,
+    `window_start`, `window_end`, `window_time` (end − 1 ms) and the
+    aggregations. `late_rows`: the side table (input columns, `_watermark`,
+    `_late_reason`). `state`: raw rows of windows still open, to pass as
+    `state=` to the next run (persist it before overwriting what it was read
+    from: it is lazy). `watermark`: the input watermark the run ended at.
+    """
+
+    output: DataFrame
+    late_rows: DataFrame
+    state: DataFrame
+    watermark: int
+
+    def late_counts(self) -> dict[str, int]:
+        """Side-table rows per reason, for the run's metadata (one small job)."""
+        return count_by_reason(self.late_rows)
+
+
+def tumble(
+    assigned: AssignedChangelog,
+    *,
+    size: timedelta,
+    aggregations: Sequence[Column],
+    keys: Sequence[str] = (),
+    time_col: str | None = None,
+    state: DataFrame | None = None,
+    final: bool = False,
+) -> WindowResult:
+    """Tumbling event-time windows of `size`, grouped by `keys`, `window_start`, `window_end`.
+
+    `time_col` is the DESCRIPTOR column and must be the rowtime the input was
+    stamped for (default). `aggregations` are Spark columns such as
+    `F.sum("price").alias("total")`.
+
+    Example:
+        >>> result = tumble(assigned, size=timedelta(minutes=10),       # doctest: +SKIP
+        ...                 aggregations=[F.sum("price").alias("total")])
+    """
+    size_ms = _millis(size, what="TUMBLE size")
+    return _aggregate(
+        assigned,
+        kind=WindowKind.TUMBLE,
+        size_ms=size_ms,
+        slide_ms=size_ms,
+        aggregations=aggregations,
+        keys=keys,
+        time_col=time_col,
+        state=state,
+        final=final,
+    )
+
+
+def hop(
+    assigned: AssignedChangelog,
+    *,
+    size: timedelta,
+    slide: timedelta,
+    aggregations: Sequence[Column],
+    keys: Sequence[str] = (),
+    time_col: str | None = None,
+    state: DataFrame | None = None,
+    final: bool = False,
+) -> WindowResult:
+    """Hopping event-time windows of `size` every `slide` (Flink's `HOP(..., slide, size)`).
+
+    `size` must be a whole multiple of `slide`, as Flink requires. Otherwise as `tumble`.
+
+    Example:
+        >>> result = hop(assigned, size=timedelta(minutes=10),          # doctest: +SKIP
+        ...              slide=timedelta(minutes=5), aggregations=[F.count("*").alias("n")])
+    """
+    size_ms = _millis(size, what="HOP size")
+    slide_ms = _millis(slide, what="HOP slide")
+    if size_ms % slide_ms:
+        msg = (
+            f"HOP size {size} is not a whole multiple of slide {slide}; choose a size that is "
+            f"k × slide, e.g. size={slide * max(1, size_ms // slide_ms)}"
+        )
+        raise DefinitionError(msg)
+    return _aggregate(
+        assigned,
+        kind=WindowKind.HOP,
+        size_ms=size_ms,
+        slide_ms=slide_ms,
+        aggregations=aggregations,
+        keys=keys,
+        time_col=time_col,
+        state=state,
+        final=final,
+    )
+
+
+def _millis(duration: timedelta, *, what: str) -> int:
+    millis, rest = divmod(duration, timedelta(milliseconds=1))
+    if rest or millis <= 0:
+        msg = (
+            f"{what} must be a positive whole number of milliseconds, got {duration!r}; "
+            "e.g. timedelta(minutes=10)"
+        )
+        raise DefinitionError(msg)
+    return millis
+
+
+def _aggregate(
+    assigned: AssignedChangelog,
+    *,
+    kind: WindowKind,
+    size_ms: int,
+    slide_ms: int,
+    aggregations: Sequence[Column],
+    keys: Sequence[str],
+    time_col: str | None,
+    state: DataFrame | None,
+    final: bool,
+) -> WindowResult:
+    rowtime_name = assigned.assigner.rowtime
+    if time_col is not None and time_col != rowtime_name:
+        msg = (
+            f"{kind}(DESCRIPTOR({time_col})): an event-time window needs the rowtime attribute "
+            f"the input's watermark is defined on, {rowtime_name!r}; use DESCRIPTOR({rowtime_name})"
+        )
+        raise DefinitionError(msg)
+    if not aggregations:
+        msg = (
+            f"{kind} window aggregation needs at least one aggregation, "
+            'e.g. aggregations=[F.count("*").alias("rows")]'
+        )
+        raise DefinitionError(msg)
+    rows = assigned.rows.drop(LATE_COLUMN)
+    missing = [key for key in keys if key not in rows.columns]
+    if missing:
+        msg = (
+            f"{kind} window keys {', '.join(map(repr, missing))} are not input columns; "
+            f"use some of: {', '.join(rows.columns)}"
+        )
+        raise DefinitionError(msg)
+    rowtime = assigned.assigner.rowtime_column()
+    rowtime_type = rows.select(rowtime).schema[0].dataType
+    # One small job (or none when final): the watermark this run ends at.
+    ending = LONG_MAX if final else assigned.state().watermark
+    started = assigned.start.watermark
+
+    null_rows = side_table_rows(rows.filter(rowtime.isNull()), LateReason.NULL_ROWTIME)
+    current = rows.filter(rowtime.isNotNull())
+    pending = current if state is None else _with_state(current, state)
+    # A row is unusable when even its last window (the one with the largest end) has fired.
+    rowtime_ms = timestamp_millis(rowtime, rowtime_type)
+    last_end = rowtime_ms - F.pmod(rowtime_ms, F.lit(slide_ms)) + F.lit(size_ms)
+    pending = pending.withColumn(_LAST_END_MS, last_end)
+    fully_late = F.col(_LAST_END_MS) - 1 <= F.col(WATERMARK_COLUMN)
+    closed_rows = side_table_rows(
+        pending.filter(fully_late).drop(_LAST_END_MS), LateReason.WINDOW_CLOSED
+    )
+    live = pending.filter(~fully_late)
+
+    window = F.window(rowtime, f"{size_ms} milliseconds", f"{slide_ms} milliseconds")
+    windowed = live.withColumn(_WINDOW, window)
+    end_ms = timestamp_millis(F.col(f"{_WINDOW}.end"), rowtime_type)
+    usable = (end_ms - 1 > F.col(WATERMARK_COLUMN)) & (end_ms - 1 > F.lit(started))
+    fired = windowed.filter(usable & (end_ms - 1 <= F.lit(ending)))
+    output = fired.groupBy(
+        *keys,
+        F.col(f"{_WINDOW}.start").alias(WINDOW_START),
+        F.col(f"{_WINDOW}.end").alias(WINDOW_END),
+    ).agg(*aggregations)
+    window_time = F.col(WINDOW_END) - F.expr("INTERVAL 1 MILLISECOND")
+    output = output.select(*keys, WINDOW_START, WINDOW_END, window_time.alias(WINDOW_TIME), *[
+        c for c in output.columns if c not in {*keys, WINDOW_START, WINDOW_END}
+    ])
+    open_rows = live.filter(F.col(_LAST_END_MS) - 1 > F.lit(ending)).drop(_LAST_END_MS)
+    return WindowResult(
+        output=output,
+        late_rows=null_rows.unionByName(closed_rows),
+        state=open_rows,
+        watermark=ending,
+    )
+
+
+def _with_state(current: DataFrame, state: DataFrame) -> DataFrame:
+    """This run's rows after the open windows' rows of earlier runs (same columns)."""
+    try:
+        return state.unionByName(current)
+    except AnalysisException as error:
+        msg = (
+            f"window state columns {state.columns} do not match the input's {current.columns}: "
+            f"{error.getMessage()}; pass the `state` the previous run of this query returned"
+        )
+        raise RunError(msg) from None

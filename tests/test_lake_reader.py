@@ -1,0 +1,156 @@
+"""A declared table's changelog and state: cdf, append and op-column tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from deltatables import update_rows, write_commits
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+
+from chronolake.errors import DefinitionError
+from chronolake.lake import (
+    ARRIVAL_ORDER,
+    DeltaRsBackend,
+    LakeBackend,
+    read_changelog,
+    read_table_state,
+    table_path,
+)
+from chronolake.schema import ChangelogMode, DeltaOptions, PhysicalColumn, TableSpec
+
+pytestmark = pytest.mark.spark
+
+
+def _spec(name: str, *, primary_key: tuple[str, ...] = ("currency",), **options: str) -> TableSpec:
+    return TableSpec(
+        name=name,
+        columns=(
+            PhysicalColumn(name="currency", type="STRING"),
+            PhysicalColumn(name="rate", type="DOUBLE"),
+        ),
+        primary_key=primary_key,
+        options=DeltaOptions.from_map({"path": name, **options}, table=name),
+    )
+
+
+@pytest.fixture(scope="module")
+def backend(spark: SparkSession) -> LakeBackend:
+    return DeltaRsBackend(spark)
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`cdc`: an op-column changelog mixing Flink and Debezium codes over two commits."""
+    root = tmp_path_factory.mktemp("lake")
+    write_commits(
+        root / "cdc",
+        [
+            [
+                {"currency": "EUR", "rate": 1.0, "op": "c"},
+                {"currency": "USD", "rate": 2.0, "op": "+I"},
+                {"currency": "CHF", "rate": 5.0, "op": "r"},
+            ],
+            [
+                {"currency": "EUR", "rate": 1.0, "op": "-U"},
+                {"currency": "EUR", "rate": 11.0, "op": "u"},
+                {"currency": "USD", "rate": 2.0, "op": "d"},
+                {"currency": "CHF", "rate": 5.0, "op": "-D"},
+                {"currency": "CHF", "rate": 6.0, "op": "+I"},
+                {"currency": "GBP", "rate": 3.0, "op": "+U"},
+            ],
+        ],
+        cdf=False,
+    )
+    return root
+
+
+CDC = _spec("cdc", **{"changelog": "op-column", "changelog.op-column": "op"})
+
+
+def test_op_column_maps_flink_and_debezium_codes(
+    spark: SparkSession, backend: LakeBackend, lake: Path
+) -> None:
+    rows = read_changelog(spark, backend, CDC, lake, 0).orderBy(*ARRIVAL_ORDER).collect()
+    assert "op" not in rows[0].asDict()
+    assert [(r.currency, r.rate, r._row_kind, r._commit_version) for r in rows] == [
+        ("EUR", 1.0, "+I", 0),
+        ("USD", 2.0, "+I", 0),
+        ("CHF", 5.0, "+I", 0),
+        ("EUR", 1.0, "-U", 1),
+        ("EUR", 11.0, "+U", 1),
+        ("USD", 2.0, "-D", 1),
+        ("CHF", 5.0, "-D", 1),
+        ("CHF", 6.0, "+I", 1),
+        ("GBP", 3.0, "+U", 1),
+    ]
+
+
+def test_op_column_state_is_the_last_change_per_key(
+    spark: SparkSession, backend: LakeBackend, lake: Path
+) -> None:
+    state = read_table_state(spark, backend, CDC, lake)
+    assert state.columns == ["currency", "rate"]
+    assert sorted(map(tuple, state.collect())) == [("CHF", 6.0), ("EUR", 11.0), ("GBP", 3.0)]
+    at_zero = sorted(map(tuple, read_table_state(spark, backend, CDC, lake, 0).collect()))
+    assert at_zero == [("CHF", 5.0), ("EUR", 1.0), ("USD", 2.0)]
+
+
+def test_unknown_operation_fails_the_read_naming_the_value(
+    spark: SparkSession, backend: LakeBackend, tmp_path: Path
+) -> None:
+    write_commits(tmp_path / "cdc", [[{"currency": "EUR", "rate": 1.0, "op": "upsert"}]])
+    changes = read_changelog(spark, backend, CDC, tmp_path, 0)
+    with pytest.raises(
+        PySparkException,
+        match=r"table 'cdc': operation column 'op' holds 'upsert', expected one of \+I, -U, "
+        r"\+U, -D, c, r, u, d",
+    ):
+        changes.collect()
+
+
+def test_op_column_state_needs_a_primary_key(
+    spark: SparkSession, backend: LakeBackend, lake: Path
+) -> None:
+    options = {"changelog": "op-column", "changelog.op-column": "op"}
+    keyless = _spec("cdc", primary_key=(), **options)
+    with pytest.raises(DefinitionError, match=r"table 'cdc': .*needs a key; expected PRIMARY KEY"):
+        read_table_state(spark, backend, keyless, lake)
+
+
+def test_op_column_option_is_required(
+    spark: SparkSession, backend: LakeBackend, lake: Path
+) -> None:
+    spec = TableSpec(
+        name="cdc",
+        columns=(PhysicalColumn(name="currency", type="STRING"),),
+        options=DeltaOptions(path="cdc", changelog=ChangelogMode.OP_COLUMN),
+    )
+    with pytest.raises(DefinitionError, match="expected e.g. 'changelog.op-column' = 'op'"):
+        read_changelog(spark, backend, spec, lake, 0)
+
+
+def test_cdf_and_append_tables_read_by_their_changelog_option(
+    spark: SparkSession, backend: LakeBackend, tmp_path: Path
+) -> None:
+    write_commits(tmp_path / "rates", [[{"currency": "EUR", "rate": 1.0}]])
+    update_rows(tmp_path / "rates", "currency = 'EUR'", {"rate": "2.0"})
+    cdf = _spec("rates", changelog="cdf")
+    kinds = read_changelog(spark, backend, cdf, tmp_path, 1).orderBy(*ARRIVAL_ORDER).collect()
+    assert [(r.rate, r._row_kind) for r in kinds] == [(1.0, "-U"), (2.0, "+U")]
+    appended = _spec("rates", changelog="append")
+    inserts = read_changelog(spark, backend, appended, tmp_path, 0, 0).collect()
+    assert [(r.rate, r._row_kind) for r in inserts] == [(1.0, "+I")]
+    state = read_table_state(spark, None, cdf, tmp_path, 0).collect()  # default backend
+    assert [tuple(r) for r in state] == [("EUR", 1.0)]
+
+
+def test_table_path_resolves_against_the_lake_root(tmp_path: Path) -> None:
+    assert table_path(_spec("rates"), tmp_path) == tmp_path / "rates"
+    absolute = TableSpec(
+        name="rates",
+        columns=(PhysicalColumn(name="currency", type="STRING"),),
+        options=DeltaOptions(path="/data/rates"),
+    )
+    assert table_path(absolute, tmp_path) == Path("/data/rates")
