@@ -49,3 +49,18 @@ FROM (
   FROM rates
 )
 WHERE rownum = 1;
+
+-- Each order with the rate valid at its order time (event-time temporal join, FLIP-132).
+CREATE VIEW orders_enriched AS
+SELECT o.order_id, o.currency, o.amount, o.order_time,
+       r.rate, r.currency_time AS rate_time, o.amount * r.rate AS amount_usd
+FROM orders AS o
+LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r
+ON o.currency = r.currency;
+
+-- Each order with the latest rate when it is processed; waits for the hybrid source's snapshot.
+CREATE VIEW orders_enriched_latest AS
+SELECT o.order_id, o.currency, o.amount, o.order_time, r.rate, o.amount * r.rate AS amount_usd
+FROM orders AS o
+JOIN rates_hybrid FOR SYSTEM_TIME AS OF o.proc_time AS r
+ON o.currency = r.currency;

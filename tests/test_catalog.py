@@ -35,7 +35,10 @@ def catalog(demo_lake: Path, spark: SparkSession) -> Catalog:
 
 
 def test_platform_ddl_registers_tables_and_views(catalog: Catalog) -> None:
-    assert catalog.names() == ["latest_rates", "orders", "rates", "rates_hybrid"]
+    assert catalog.names() == [
+        "latest_rates", "orders", "orders_enriched", "orders_enriched_latest", "rates",
+        "rates_hybrid",
+    ]
     rates = catalog.spec("rates")
     assert isinstance(rates, TableSpec) and rates.kind is TableKind.VERSIONED
     assert catalog.spec("orders").kind is TableKind.REGULAR

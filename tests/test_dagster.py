@@ -34,7 +34,10 @@ def _latest_metadata(instance: DagsterInstance, key: str) -> dict[str, object]:
 
 def test_tables_are_assets_with_time_metadata(lake: Path) -> None:
     assets = {a.key.to_user_string(): a for a in chronolake_assets(lake)}
-    assert set(assets) == {"orders", "rates", "rates_hybrid", "latest_rates"}
+    assert set(assets) == {
+        "orders", "rates", "rates_hybrid", "latest_rates", "orders_enriched",
+        "orders_enriched_latest",
+    }
     rates = assets["rates"].metadata  # observable source asset
     assert rates["chronolake/kind"] == "versioned"
     assert rates["chronolake/rowtime"] == "currency_time"

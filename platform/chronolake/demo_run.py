@@ -8,12 +8,8 @@ import sys
 from pathlib import Path
 
 from dagster import (
-    AssetsDefinition,
     DagsterInstance,
     Definitions,
-    SourceAsset,
-    materialize,
-    observe,
 )
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -22,6 +18,7 @@ from chronolake.demo import build_demo_lake
 from chronolake.errors import DefinitionError
 
 DAGSTER_HOME = ".dagster-home"
+DEMO_JOBS = ("observe_sources", "refresh_views")
 
 
 def load_platform(project: Path, lake: Path) -> Definitions:
@@ -47,21 +44,16 @@ def run_demo(project: Path, lake: Path) -> None:
         versions = build_demo_lake(lake)
         progress.update(step, advance=1, description="loading the reference platform")
         defs = load_platform(project, lake)
-        assets = [a for a in defs.assets or [] if isinstance(a, AssetsDefinition | SourceAsset)]
-        sources = [a for a in assets if _is_source(a)]
-        derived = [a for a in assets if not _is_source(a)]
-        resources = dict(defs.resources or {})
         instance = DagsterInstance.get()
-        progress.update(step, advance=1, description="observing sources, materializing assets")
-        observe(sources, instance=instance, resources=resources)
-        result = materialize(derived, instance=instance, resources=resources, selection=derived)
+        progress.update(step, advance=1, description="observing sources, running views")
+        materialized = 0
+        for job in DEMO_JOBS:
+            result = defs.resolve_job_def(job).execute_in_process(instance=instance)
+            materialized += len(result.get_asset_materialization_events())
         progress.update(step, advance=1, description="done")
     console.print(f"demo lake at [bold]{lake}[/] (Delta versions: {versions})")
     console.print(
-        f"materialized {len(result.get_asset_materialization_events())} assets; "
+        f"materialized {materialized} assets; "
         f"see them with: DAGSTER_HOME={home} .venv/bin/dagster dev -w workspace.yaml"
     )
 
-
-def _is_source(definition: AssetsDefinition | SourceAsset) -> bool:
-    return isinstance(definition, SourceAsset) or definition.is_external

@@ -6,7 +6,6 @@ under `_chronolake/views/` up to date: incrementally, exactly once, for views
 with a temporal join, by recomputing for the others.
 """
 
-from __future__ import annotations
 
 import os
 from pathlib import Path

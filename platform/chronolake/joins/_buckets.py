@@ -26,22 +26,22 @@ class BucketPlan(BaseModel):
 
     build_rows: int = Field(description="Version events on the build side (exact count).")
     broadcast: bool = Field(description="Whether the build side is broadcast.")
-    origin: int = Field(description="Time (µs) where bucket 0 starts.")
-    width: int = Field(ge=1, description="Bucket width (µs) of ordinary keys.")
+    origin: int = Field(description="Time (in ticks) where bucket 0 starts.")
+    width: int = Field(ge=1, description="Bucket width (in ticks) of ordinary keys.")
     last: int = Field(description="Last bucket of ordinary keys: their open intervals end here.")
     hot_widths: dict[int, int] = Field(default_factory=dict, description="Key hash -> width.")
     hot_lasts: dict[int, int] = Field(default_factory=dict, description="Key hash -> last.")
 
-    def probe_bucket(self, key_hash: Column, time: Column) -> Column:
+    def probe_bucket(self, key_hash: Column, tick: Column) -> Column:
         """The one bucket a probe row looks into (times past the last bucket look into it)."""
-        first = _floor_div(time - F.lit(self.origin), self._width(key_hash))
+        first = _floor_div(tick - F.lit(self.origin), self._width(key_hash))
         return F.least(first, self._last(key_hash))
 
     def interval_buckets(self, key_hash: Column, start: Column, end: Column) -> Column:
-        """Every bucket the interval `[start, end)` overlaps (`end` null: up to the last)."""
+        """Every bucket the interval `[start, end)` may hold a probe row in (null end: open)."""
         width = self._width(key_hash)
         first = _floor_div(start - F.lit(self.origin), width)
-        final = F.coalesce(_floor_div(end - F.lit(1 + self.origin), width), self._last(key_hash))
+        final = F.coalesce(_floor_div(end - F.lit(self.origin), width), self._last(key_hash))
         return F.sequence(first, final)
 
     def _width(self, key_hash: Column) -> Column:
@@ -56,9 +56,9 @@ def plan_buckets(
     probe: DataFrame,
     *,
     build_hash: str,
-    build_time: str,
+    build_tick: str,
     probe_hash: str,
-    probe_time: str,
+    probe_tick: str,
     tuning: AsOfTuning,
 ) -> BucketPlan:
     """Size the buckets from the build side's density, and the probe's when it is shuffled too.
@@ -69,7 +69,7 @@ def plan_buckets(
     side is too large to broadcast, the probe side (non-null keys and times only) is measured
     too, and a key with many probe rows gets buckets small enough for one task each.
     """
-    stats = _time_stats(events, build_hash, build_time, tuning.max_hot_keys)
+    stats = _time_stats(events, build_hash, build_tick, tuning.max_hot_keys)
     rows = stats["rows"]
     broadcast = rows <= tuning.broadcast_max_rows
     if rows == 0:
@@ -87,7 +87,7 @@ def plan_buckets(
     }
     hot_ends: dict[int, int] = {}
     if not broadcast:
-        probe_stats = _time_stats(probe, probe_hash, probe_time, tuning.max_hot_keys)
+        probe_stats = _time_stats(probe, probe_hash, probe_tick, tuning.max_hot_keys)
         for top in probe_stats["top"]:
             if top["count"] < tuning.probe_rows_per_bucket:
                 continue
@@ -108,14 +108,14 @@ def plan_buckets(
     )
 
 
-def _time_stats(frame: DataFrame, key_hash: str, time: str, top: int) -> dict:
+def _time_stats(frame: DataFrame, key_hash: str, tick: str, top: int) -> dict:
     """One aggregate row; approximate where exactness only matters for speed."""
     return (
         frame.agg(
             F.count(F.lit(1)).alias("rows"),
             F.approx_count_distinct(key_hash).alias("keys"),
-            F.min(time).alias("t_min"),
-            F.max(time).alias("t_max"),
+            F.min(tick).alias("t_min"),
+            F.max(tick).alias("t_max"),
             F.call_function("approx_top_k", F.col(key_hash), F.lit(top)).alias("top"),
         )
         .first()  # metadata-sized: one row of statistics

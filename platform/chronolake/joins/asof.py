@@ -9,6 +9,7 @@ side is never shuffled and key skew costs nothing; a large one is shuffled with 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 
@@ -24,11 +25,15 @@ from chronolake.lake.changelog import ARRIVAL_ORDER, ROW_KIND, SYSTEM_COLUMNS, R
 
 _INTERNAL = "__cl_"
 _PROBE_TIME = "__cl_pt"
+_PROBE_TICK = "__cl_ptick"
 _PROBE_HASH = "__cl_ph"
-_PROBE_BUCKET = "__cl_pb"
+_PROBE_JOIN = "__cl_pj"
 _BUILD_TIME = "__cl_bt"
+_BUILD_TICK = "__cl_btick"
 _BUILD_HASH = "__cl_bh"
-_BUILD_BUCKET = "__cl_bb"
+_BUILD_JOIN = "__cl_bj"
+_BUCKET = "__cl_bucket"
+_FIXED_OFFSET_ZONE = re.compile(r"(?i)^(utc|gmt|z|etc/utc|etc/gmt|(utc|gmt)?[+-]\d{1,2}(:\d{2})?)$")
 _BUILD_KIND = "__cl_kind"
 _MATCH_OK = "__cl_ok"
 
@@ -110,53 +115,64 @@ def join_valid_versions(
     key_types = _common_key_types(probe, probe_keys, build, build_keys)
     outputs = _output_names(build, build_columns, build_prefix, probe.columns)
 
+    time_type = probe.schema[probe_time].dataType
+    zone = probe.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
     probe_key_cols = [f"__cl_pk{i}" for i in range(len(probe_keys))]
     build_key_cols = [f"__cl_bk{i}" for i in range(len(build_keys))]
     arrival_cols = [f"__cl_o{i}" for i in range(len(arrival))]
     probe_side = probe.select(
         "*",
         *_cast_keys(probe_keys, key_types, probe_key_cols),
-        _micros(probe, probe_time).alias(_PROBE_TIME),
-    ).withColumn(_PROBE_HASH, F.xxhash64(*probe_key_cols))
+        F.col(_quote(probe_time)).alias(_PROBE_TIME),
+    ).withColumns(
+        {
+            _PROBE_HASH: F.xxhash64(*probe_key_cols),
+            _PROBE_TICK: _ticks(F.col(_PROBE_TIME), time_type, zone),
+        }
+    )
     events = (
         build.where(_is_version_event(build_row_kind))
         .where(_all_not_null([*build_keys, build_time]))
         .select(
             *_cast_keys(build_keys, key_types, build_key_cols),
-            _micros(build, build_time).alias(_BUILD_TIME),
+            F.col(_quote(build_time)).alias(_BUILD_TIME),
             *_renamed(zip(arrival, arrival_cols, strict=True)),
             (F.col(_quote(build_row_kind)) if build_row_kind else F.lit(None)).alias(_BUILD_KIND),
             *_renamed(outputs.items()),
         )
-        .withColumn(_BUILD_HASH, F.xxhash64(*build_key_cols))
+        .withColumns(
+            {
+                _BUILD_HASH: F.xxhash64(*build_key_cols),
+                _BUILD_TICK: _ticks(F.col(_BUILD_TIME), time_type, zone),
+            }
+        )
     )
 
     plan = plan_buckets(
         events,
         probe_side.where(_all_not_null([*probe_key_cols, _PROBE_TIME])),
         build_hash=_BUILD_HASH,
-        build_time=_BUILD_TIME,
+        build_tick=_BUILD_TICK,
         probe_hash=_PROBE_HASH,
-        probe_time=_PROBE_TIME,
+        probe_tick=_PROBE_TICK,
         tuning=tuning,
     )
-    intervals = validity_intervals(
+    windows = validity_intervals(
         events, keys=build_key_cols, start=_BUILD_TIME, arrival=arrival_cols, kind=_BUILD_KIND
-    ).select(
-        *build_key_cols,
-        _BUILD_TIME,
-        END,
-        *outputs.values(),
-        F.explode(plan.interval_buckets(F.col(_BUILD_HASH), F.col(_BUILD_TIME), F.col(END))).alias(
-            _BUILD_BUCKET
-        ),
     )
-    probe_side = probe_side.withColumn(
-        _PROBE_BUCKET, plan.probe_bucket(F.col(_PROBE_HASH), F.col(_PROBE_TIME))
+    buckets = plan.interval_buckets(
+        F.col(_BUILD_HASH), F.col(_BUILD_TICK), _ticks(F.col(END), time_type, zone)
     )
-    on = [F.col(p) == F.col(b) for p, b in zip(probe_key_cols, build_key_cols, strict=True)]
+    intervals = windows.select(
+        *build_key_cols, _BUILD_TIME, END, *outputs.values(), F.explode(buckets).alias(_BUCKET)
+    ).withColumn(_BUILD_JOIN, F.xxhash64(*build_key_cols, _BUCKET))
+    bucket = plan.probe_bucket(F.col(_PROBE_HASH), F.col(_PROBE_TICK))
+    probe_side = probe_side.withColumn(_PROBE_JOIN, F.xxhash64(*probe_key_cols, bucket))
+    # One long equi-key (a hash of key and bucket) keeps Spark's fastest hash relation; the key
+    # itself is compared too, so hash collisions cannot match.
+    on = [F.col(_PROBE_JOIN) == F.col(_BUILD_JOIN)]
+    on += [F.col(p) == F.col(b) for p, b in zip(probe_key_cols, build_key_cols, strict=True)]
     on += [
-        F.col(_PROBE_BUCKET) == F.col(_BUILD_BUCKET),
         F.col(_PROBE_TIME) >= F.col(_BUILD_TIME),
         F.col(END).isNull() | (F.col(_PROBE_TIME) < F.col(END)),
     ]
@@ -290,13 +306,19 @@ def _renamed(pairs: Iterable[tuple[str, str]]) -> list[Column]:
     return [F.col(_quote(source)).alias(target) for source, target in pairs]
 
 
-def _micros(frame: DataFrame, name: str) -> Column:
-    """Microseconds since the epoch; TIMESTAMP_NTZ without any time zone."""
-    column = F.col(_quote(name))
-    if isinstance(frame.schema[name].dataType, TimestampNTZType):
-        epoch = F.lit("1970-01-01 00:00:00").cast(TimestampNTZType())
-        return F.timestamp_diff("MICROSECOND", epoch, column)
-    return F.unix_micros(column)
+def _ticks(time: Column, dtype: DataType, zone: str) -> Column:
+    """A long that never decreases as `time` grows: the bucket ruler (matching compares times).
+
+    TIMESTAMP gives its microseconds for free. TIMESTAMP_NTZ has no cheap exact conversion: a
+    cast through the session time zone is monotone only for a fixed-offset zone (a DST gap
+    reorders times), otherwise whole seconds since the epoch, computed without a zone.
+    """
+    if isinstance(dtype, TimestampType):
+        return F.unix_micros(time)
+    if _FIXED_OFFSET_ZONE.match(zone):
+        return F.unix_micros(time.cast(TimestampType()))
+    epoch = F.lit("1970-01-01 00:00:00").cast(TimestampNTZType())
+    return (time - epoch).cast("interval second").cast("long")
 
 
 def _is_version_event(kind: str | None) -> Column:

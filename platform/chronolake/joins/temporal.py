@@ -65,9 +65,7 @@ def matched_versions(
         build_row_kind=ROW_KIND if ROW_KIND in build_events.columns else None,
         build_columns={c: f"{_BUILD_PREFIX}{c}" for c in columns},
     )
-    return matched.select(
-        *_INTERNAL, *[F.col(f"{_BUILD_PREFIX}{c}").alias(c) for c in columns]
-    )
+    return matched.select(*_INTERNAL, *[F.col(f"{_BUILD_PREFIX}{c}").alias(c) for c in columns])
 
 
 def latest_versions(build_events: DataFrame, keys: tuple[str, ...]) -> DataFrame:
