@@ -5,15 +5,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
-from dagster import AssetKey, DagsterInstance, TableSchema, materialize, observe
+from dagster import AssetKey, DagsterInstance, Definitions, MetadataValue, TableSchema
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog
 from chronolake.dagster import LakeResource, chronolake_assets, local_pyspark_resource
 from chronolake.demo import build_demo_lake
+from ops import JOBS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,6 +27,10 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark: SparkSession) -> Path:
     build_demo_lake(root)
     list(Catalog(root, spark).run_script((ROOT / "assets" / "platform.sql").read_text()))
     return root
+
+
+def _values(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v.value if isinstance(v, MetadataValue) else v for k, v in metadata.items()}
 
 
 def _latest_metadata(instance: DagsterInstance, key: str) -> dict[str, object]:
@@ -38,7 +45,7 @@ def test_tables_are_assets_with_time_metadata(lake: Path) -> None:
         "orders", "rates", "rates_hybrid", "latest_rates", "orders_enriched",
         "orders_enriched_latest",
     }
-    rates = assets["rates"].metadata  # observable source asset
+    rates = _values(assets["rates"].metadata)  # observable source asset
     assert rates["chronolake/kind"] == "versioned"
     assert rates["chronolake/rowtime"] == "currency_time"
     assert rates["chronolake/primary_key"] == "currency"
@@ -46,7 +53,6 @@ def test_tables_are_assets_with_time_metadata(lake: Path) -> None:
     assert rates["dagster/table_name"] == "rates"
     assert rates["dagster/uri"] == (lake / "rates").resolve().as_uri()
     schema = rates["dagster/column_schema"]
-    schema = schema.value if hasattr(schema, "value") else schema
     assert isinstance(schema, TableSchema)
     assert [(c.name, c.type) for c in schema.columns] == [
         ("currency", "STRING"),
@@ -54,28 +60,45 @@ def test_tables_are_assets_with_time_metadata(lake: Path) -> None:
         ("currency_time", "TIMESTAMP(3) *ROWTIME*"),
         ("changelog_time", "TIMESTAMP_LTZ(3)"),
     ]
-    assert assets["orders"].metadata["chronolake/kind"] == "regular"
+    assert _values(assets["orders"].metadata)["chronolake/kind"] == "regular"
+    enriched = assets["orders_enriched"].specs_by_key[AssetKey("orders_enriched")]
+    assert _values(enriched.metadata)["chronolake/kind"] == "regular"
+    assert {dep.asset_key.to_user_string() for dep in enriched.deps} == {"orders", "rates"}
 
 
 def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: SparkSession) -> None:
     instance = DagsterInstance.ephemeral()
-    definitions = chronolake_assets(lake)
-    resources = {"lake": LakeResource(root=str(lake)), "pyspark": local_pyspark_resource()}
-    sources = [a for a in definitions if a.key.to_user_string() in {"orders", "rates"}]
-    views = [a for a in definitions if a.key.to_user_string() == "latest_rates"]
-
-    observed = observe(sources, instance=instance, resources=resources)
+    definitions = Definitions(
+        assets=chronolake_assets(lake),
+        jobs=JOBS,
+        resources={"lake": LakeResource(root=str(lake)), "pyspark": local_pyspark_resource()},
+    )
+    observed = definitions.resolve_job_def("observe_sources").execute_in_process(instance=instance)
     assert observed.success
     rates_version = instance.get_latest_data_version_record(AssetKey("rates"))
     assert rates_version is not None
     assert rates_version.asset_observation.data_version == "5"
 
-    for _ in range(2):  # materializing twice gives the same table: idempotent
-        result = materialize(views, instance=instance, resources=resources)
-        assert result.success
-        metadata = _latest_metadata(instance, "latest_rates")
-        assert metadata["dagster/row_count"] == 4
-    assert "| EUR | 1.0900000000 |" in str(metadata["preview"])
+    refresh = definitions.resolve_job_def("refresh_views")
+    assert refresh.execute_in_process(instance=instance).success
+    latest = _latest_metadata(instance, "latest_rates")
+    assert latest["dagster/row_count"] == 4
+    assert "| EUR | 1.0900000000 |" in str(latest["preview"])
+    enriched = _latest_metadata(instance, "orders_enriched")
+    assert enriched["chronolake/status"] == "committed"
+    assert enriched["rows_out"] == enriched["dagster/row_count"] > 0
+    assert enriched["rows_out"] + enriched["pending_rows"] == 2000
+    assert isinstance(enriched["chronolake/watermark"], float)
+    assert enriched["watermark_lag_seconds"] > 0
+    hybrid = _latest_metadata(instance, "orders_enriched_latest")
+    assert hybrid["chronolake/source_phase/rates_hybrid"] == "changelog"
+    assert hybrid["chronolake/switch_version/rates_hybrid"] == 5
+    assert hybrid["unmatched_rows"] == 407  # the GBP orders: GBP was deleted, no snapshot gap
+
+    assert refresh.execute_in_process(instance=instance).success  # again: nothing new
+    again = _latest_metadata(instance, "orders_enriched")
+    assert again["chronolake/status"] == "up-to-date"
+    assert again["dagster/row_count"] == enriched["dagster/row_count"]
 
 
 def test_workspace_loads_headless(lake: Path) -> None:

@@ -99,6 +99,8 @@ def run_metadata(spark: SparkSession, result: RunResult, path: Path) -> dict[str
         metadata["chronolake/watermark_kind"] = "processing-time"
     for name, phase in result.source_phases.items():
         metadata[f"chronolake/source_phase/{name}"] = phase
+    for name, version in result.switch_versions.items():
+        metadata[f"chronolake/switch_version/{name}"] = version
     if result.waiting_reason:
         metadata["chronolake/waiting_reason"] = result.waiting_reason
     for name, value in result.figures.items():

@@ -42,9 +42,23 @@ from chronolake.joins.versions import STALE_VERSION, mark_stale_versions, retain
 from chronolake.lake.changelog import SYSTEM_COLUMNS
 from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore, InputPosition, RunIntent
 from chronolake.runtime.faults import FaultPoint, fault_point
-from chronolake.runtime.inputs import InputRead, initial_position, read_input
+from chronolake.runtime.inputs import (
+    SNAPSHOT_PHASE,
+    InputRead,
+    initial_position,
+    read_input,
+    refresh_position,
+)
 from chronolake.runtime.lock import run_lock
 from chronolake.runtime.result import RunResult, RunStatus
+from chronolake.runtime.source_checks import (
+    OverwritePolicy,
+    check_columns,
+    declared_column_types,
+    overwrite_error,
+    overwrite_versions,
+    require_delta_table,
+)
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.sql.temporal import TemporalJoinPlan, TimeMode, plan_temporal_join
 from chronolake.watermarks._late import LateReason, side_table_rows
@@ -84,10 +98,18 @@ class DerivedTable:
         >>> result.figures["rows_out"], result.watermark_ms
     """
 
-    def __init__(self, catalog: Catalog, name: str, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        name: str,
+        *,
+        clock: Clock | None = None,
+        on_source_overwrite: OverwritePolicy = OverwritePolicy.FAIL,
+    ) -> None:
         self.catalog = catalog
         self.name = name.lower()
         self.clock = clock or WallClock()
+        self.on_source_overwrite = OverwritePolicy(on_source_overwrite)
         view = catalog.spec(name)
         if not isinstance(view, ViewSpec):
             raise DefinitionError(f"{name!r} is a table; only views are materialized by runs")
@@ -103,46 +125,52 @@ class DerivedTable:
 
     # -- the run ---------------------------------------------------------------------------
 
-    def run(self) -> RunResult:
-        """One run: new commits in, output and state out, committed exactly once."""
-        with run_lock(self._lock_dir, self.name):
-            return self._run()
+    def run(self, *, full_refresh: bool = False) -> RunResult:
+        """One run: new commits in, output and state out, committed exactly once.
 
-    def _run(self) -> RunResult:
-        checkpoint = self.store.latest()
-        number = checkpoint.run + 1
-        positions = {
-            spec.name: checkpoint.inputs.get(spec.name) or initial_position(spec)
-            for spec in (self.probe, self.build)
-        }
-        intent = self.store.intent(number)
-        if intent is None:
-            ends = {
-                spec.name: self.catalog.backend.latest_version(self.catalog.table_path(spec))
-                for spec in (self.probe, self.build)
-            }
-            if self._nothing_to_do(checkpoint, positions, ends):
+        `full_refresh=True` rebuilds the table from scratch instead (see
+        `chronolake.runtime.refresh`). Raises `RunError` when another run of the
+        table holds the lock, `SourceError` for a bad input; either way nothing
+        has been written.
+        """
+        with run_lock(self._lock_dir, self.name):
+            return self._run(full_refresh=full_refresh)
+
+    def _run(self, *, full_refresh: bool) -> RunResult:
+        committed = self.store.latest()
+        number = committed.run + 1
+        for spec in (self.probe, self.build):
+            require_delta_table(self.catalog.table_path(spec), spec, self.name)
+        intent = self.store.intent(number)  # set: run `number` was killed; redo it the same way
+        resumed = intent is not None and (intent.full_refresh or not full_refresh)
+        if not resumed:
+            intent = self._new_intent(committed, number, full_refresh=full_refresh)
+            if intent is None:
                 return RunResult(
-                    table=self.name, run=checkpoint.run, status=RunStatus.UP_TO_DATE,
+                    table=self.name, run=committed.run, status=RunStatus.UP_TO_DATE,
                     message="no new commits in any input since the last run: nothing to do",
-                    watermark_ms=checkpoint.watermark,
-                    figures={"pending_rows": checkpoint.counters.get("pending_rows", 0)},
+                    watermark_ms=committed.watermark,
+                    figures={"pending_rows": committed.counters.get("pending_rows", 0)},
                 )
-            intent = RunIntent(run=number, end_versions=ends)
+        assert intent is not None
+        checkpoint = Checkpoint(run=committed.run) if intent.full_refresh else committed
+        positions = intent.start if intent.full_refresh else self._positions(checkpoint)
+        probe, build = (
+            read_input(self.catalog, spec, positions[spec.name], intent.end_versions[spec.name],
+                       derived=self.name)
+            for spec in (self.probe, self.build)
+        )
+        if not resumed:  # every input checked and its read defined: now the run may write
             self.store.write_intent(intent)
         fault_point(FaultPoint.AFTER_INTENT)
-
-        probe = read_input(self.catalog, self.probe, positions[self.probe.name],
-                           intent.end_versions[self.probe.name])
-        build = read_input(self.catalog, self.build, positions[self.build.name],
-                           intent.end_versions[self.build.name])
-        fault_point(FaultPoint.AFTER_READ)
         combined = min(probe.watermark, build.watermark)
         if self.plan.mode is TimeMode.EVENT_TIME:
             step = self._event_time_step(checkpoint, probe, build, combined)
         else:
             step = self._processing_time_step(checkpoint, probe, build)
-        output_version = self._commit(number, step)
+        step.figures["invalid_rows"] = step.late.count()
+        fault_point(FaultPoint.AFTER_READ)
+        output_version = self._commit(number, step, replace=intent.full_refresh)
         watermark_ms = self._watermark_ms(checkpoint, combined)
         counters = {**step.figures}
         self.store.commit(
@@ -158,11 +186,12 @@ class DerivedTable:
         )
         fault_point(FaultPoint.AFTER_CHECKPOINT)
         shutil.rmtree(self.store.state_dir(number - 2), ignore_errors=True)
+        what = "rebuilt the table from scratch with" if intent.full_refresh else "committed"
         return RunResult(
             table=self.name,
             run=number,
             status=RunStatus.COMMITTED,
-            message=f"run {number} committed {step.figures['rows_out']} rows",
+            message=f"run {number} {what} {step.figures['rows_out']} rows",
             input_versions={
                 name: (positions[name].version + 1, end)
                 for name, end in intent.end_versions.items()
@@ -171,9 +200,56 @@ class DerivedTable:
             watermark_ms=watermark_ms,
             processing_time=combined.use_processing_time,
             source_phases={probe.spec.name: probe.phase, build.spec.name: build.phase},
+            switch_versions={
+                read.spec.name: read.switched_at
+                for read in (probe, build)
+                if read.switched_at is not None
+            },
             output_version=output_version,
             waiting_reason=step.waiting_reason,
         )
+
+    def _positions(self, checkpoint: Checkpoint) -> dict[str, InputPosition]:
+        return {
+            spec.name: checkpoint.inputs.get(spec.name) or initial_position(spec)
+            for spec in (self.probe, self.build)
+        }
+
+    def _new_intent(
+        self, committed: Checkpoint, number: int, *, full_refresh: bool
+    ) -> RunIntent | None:
+        """Fix what run `number` reads (each input up to its latest version); None when no
+        input moved. A source rewritten by OVERWRITE since the checkpoint turns the run
+        into a full refresh when that is allowed (or nothing was consumed yet), else stops it.
+        """
+        specs = {spec.name: spec for spec in (self.probe, self.build)}
+        paths = {name: self.catalog.table_path(spec) for name, spec in specs.items()}
+        ends = {name: self.catalog.backend.latest_version(path) for name, path in paths.items()}
+        positions = self._positions(committed)
+        if not full_refresh and self._nothing_to_do(committed, positions, ends):
+            return None
+        for name, position in positions.items():
+            if full_refresh or position.phase == SNAPSHOT_PHASE:
+                continue
+            check_columns(  # a dropped or retyped column is named before an OVERWRITE is
+                specs[name], consumed=position.columns, consumed_version=position.version,
+                current=declared_column_types(paths[name], specs[name], ends[name]),
+                version=ends[name], derived=self.name,
+            )
+            rewritten = overwrite_versions(paths[name], position.version + 1, ends[name])
+            if not rewritten:
+                continue
+            if committed.run > 0 and self.on_source_overwrite is OverwritePolicy.FAIL:
+                raise overwrite_error(
+                    specs[name], paths[name], rewritten, position.version, self.name
+                )
+            full_refresh = True
+        if not full_refresh:
+            return RunIntent(run=number, end_versions=ends)
+        start = {
+            name: refresh_position(self.catalog, spec, ends[name]) for name, spec in specs.items()
+        }
+        return RunIntent(run=number, end_versions=ends, full_refresh=True, start=start)
 
     @staticmethod
     def _nothing_to_do(
@@ -312,21 +388,26 @@ class DerivedTable:
 
     # -- committing ------------------------------------------------------------------------
 
-    def _commit(self, run: int, step: _Step) -> int | None:
-        """Append output, late rows and history (each idempotent per run), then write state."""
+    def _commit(self, run: int, step: _Step, *, replace: bool) -> int | None:
+        """Append output, late rows and history (each idempotent per run), then write state.
+
+        `replace` (a full refresh) overwrites output, late rows and history instead: one
+        Delta commit each, which a retry repeats with the same rows.
+        """
         backend = self.catalog.backend
         app = f"chronolake/{self.name}"
-        version = backend.append_dataframe(
-            step.output, self.output_path, app_id=app, app_version=run
-        )
+
+        def write(frame: DataFrame, path: Path, app_id: str) -> int | None:
+            if replace:
+                return backend.overwrite_dataframe(frame, path)
+            return backend.append_dataframe(frame, path, app_id=app_id, app_version=run)
+
+        version = write(step.output, self.output_path, app)
         fault_point(FaultPoint.AFTER_OUTPUT)
-        backend.append_dataframe(step.late, self.late_path, app_id=f"{app}/late", app_version=run)
+        write(step.late, self.late_path, f"{app}/late")
         fault_point(FaultPoint.AFTER_SIDE_OUTPUT)
         if step.history is not None:
-            backend.append_dataframe(
-                _stored(step.history), self.history_path, app_id=f"{app}/history",
-                app_version=run,
-            )
+            write(_stored(step.history), self.history_path, f"{app}/history")
         shutil.rmtree(self.store.state_dir(run), ignore_errors=True)  # a killed attempt's
         for role, frame in step.state.items():
             backend.append_dataframe(

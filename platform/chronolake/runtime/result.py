@@ -32,6 +32,12 @@ class RunResult(BaseModel):
     )
     watermark_ms: int | None = Field(None, description="The output watermark after the run.")
     processing_time: bool = Field(False, description="Whether the watermark follows the clock.")
-    source_phases: dict[str, str] = Field(default_factory=dict)
+    source_phases: dict[str, str] = Field(
+        default_factory=dict, description="Per input: snapshot | changelog after the run."
+    )
+    switch_versions: dict[str, int] = Field(
+        default_factory=dict,
+        description="Per hybrid input that switched in this run: the snapshot version.",
+    )
     output_version: int | None = None
     waiting_reason: str | None = Field(None, description="Why probe rows are held, if they are.")
