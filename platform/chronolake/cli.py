@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 
 import click
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from chronolake.errors import ChronolakeError
 
@@ -43,13 +45,15 @@ def main() -> None:
 )
 def sql(lake: Path, script: click.utils.LazyFile, output_format: str) -> None:
     """Run a SQL script against a lake and print each query's rows."""
+    from pyspark.sql import DataFrame
+
     from chronolake.catalog import Catalog
     from chronolake.output import print_jsonl, print_table
 
     try:
         catalog = Catalog(lake)
         for statement, result in catalog.run_script(script.read()):
-            if isinstance(result, _dataframe_type()):
+            if isinstance(result, DataFrame):
                 (print_jsonl if output_format == "jsonl" else print_table)(result)
             else:
                 click.echo(f"-- registered {type(result).__name__} {statement}", err=True)
@@ -83,7 +87,65 @@ def demo(project: Path, lake: Path | None) -> None:
         sys.exit(1)
 
 
-def _dataframe_type() -> type:
-    from pyspark.sql import DataFrame
 
-    return DataFrame
+LAKE_OPTION = click.option(
+    "--lake",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=Path("demo-lake"),
+    show_default=True,
+    help="Lake root folder: the Delta tables, and chronolake's catalog and state in _chronolake/.",
+)
+
+
+@main.command()
+@click.argument("table")
+@LAKE_OPTION
+@click.option(
+    "--full-refresh",
+    is_flag=True,
+    help="Forget the table's output, state and checkpoints and rebuild it from every input commit.",
+)
+def run(table: str, lake: Path, full_refresh: bool) -> None:
+    """Bring the view TABLE up to date: read new commits, emit, commit exactly once."""
+    from chronolake.catalog import Catalog
+    from chronolake.output import print_run
+
+    try:
+        catalog = Catalog(lake)
+        with _spinner(f"running {table}"):
+            if full_refresh:
+                from chronolake.runtime.refresh import full_refresh as refresh
+
+                result = refresh(catalog, table)
+            else:
+                from chronolake.runtime.views import materialize_view
+
+                result = materialize_view(catalog, table)
+        print_run(result)
+    except ChronolakeError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@LAKE_OPTION
+def status(lake: Path) -> None:
+    """Show every table and view: kind, rowtime, watermark, pending rows, last run."""
+    from chronolake.output import print_status
+    from chronolake.status import lake_status
+
+    try:
+        print_status(lake_status(lake))
+    except ChronolakeError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(1)
+
+
+def _spinner(description: str) -> Progress:
+    """A spinner with elapsed time on standard error, for work that takes a while."""
+    progress = Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+        console=Console(stderr=True), transient=True,
+    )
+    progress.add_task(description, total=None)
+    return progress

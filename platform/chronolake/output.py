@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, TimestampNTZType, TimestampType
 from rich.console import Console
 from rich.table import Table
+
+from chronolake.runtime.result import RunResult
+from chronolake.status import TableStatus
 
 
 def _portable(frame: DataFrame) -> DataFrame:
@@ -40,3 +45,33 @@ def print_table(frame: DataFrame) -> None:
     for row in portable.toLocalIterator():
         table.add_row(*("NULL" if value is None else str(value) for value in row))
     Console().print(table)
+
+
+def print_run(result: RunResult) -> None:
+    """A run's outcome and figures."""
+    console = Console()
+    console.print(f"[bold]{result.table}[/]: {result.message}")
+    if result.watermark_ms is not None:
+        kind = "processing time" if result.processing_time else "event time"
+        console.print(f"  watermark: {_instant(result.watermark_ms)} ({kind})")
+    if result.waiting_reason:
+        console.print(f"  waiting: {result.waiting_reason}")
+    for name, value in result.figures.items():
+        console.print(f"  {name}: {value}")
+
+
+def print_status(rows: list[TableStatus]) -> None:
+    """`chronolake status` as a table."""
+    table = Table("name", "what", "kind", "rowtime", "watermark", "pending", "last run")
+    for row in rows:
+        last = "" if row.last_run_at is None else f"#{row.last_run} at {row.last_run_at:%H:%M:%S}"
+        table.add_row(
+            row.name, row.what, row.kind, row.rowtime or "",
+            "" if row.watermark is None else f"{row.watermark:%Y-%m-%d %H:%M:%S.%f}"[:-3],
+            "" if row.pending_rows is None else str(row.pending_rows), last,
+        )
+    Console().print(table)
+
+
+def _instant(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
