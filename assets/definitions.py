@@ -11,8 +11,8 @@ from pathlib import Path
 from dagster import Definitions
 
 from chronolake.catalog import Catalog
-from chronolake.dagster import chronolake_assets
-from ops import JOBS
+from chronolake.dagster import chronolake_asset_checks, chronolake_assets
+from ops import JOBS, SCHEDULES, sensors
 from resources import LAKE_ROOT, RESOURCES
 
 PLATFORM_DDL = Path(__file__).with_name("platform.sql")
@@ -20,10 +20,15 @@ PLATFORM_DDL = Path(__file__).with_name("platform.sql")
 
 def build_definitions() -> Definitions:
     """Register the platform DDL in the lake's catalog and expose every table as an asset."""
-    catalog = Catalog(LAKE_ROOT)
-    for _ in catalog.run_script(PLATFORM_DDL.read_text()):
-        pass
-    return Definitions(assets=chronolake_assets(LAKE_ROOT), jobs=JOBS, resources=RESOURCES)
+    Catalog(LAKE_ROOT).declare(PLATFORM_DDL.read_text())
+    return Definitions(
+        assets=chronolake_assets(LAKE_ROOT),
+        asset_checks=chronolake_asset_checks(LAKE_ROOT),
+        jobs=JOBS,
+        schedules=SCHEDULES,
+        sensors=sensors(RESOURCES["lake"]),
+        resources=RESOURCES,
+    )
 
 
 defs = build_definitions()

@@ -10,13 +10,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dagster import AssetKey, DagsterInstance, Definitions, MetadataValue, TableSchema
+from dagster import (
+    AssetKey,
+    DagsterInstance,
+    Definitions,
+    ExecuteInProcessResult,
+    MetadataValue,
+    TableSchema,
+    build_sensor_context,
+)
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog
-from chronolake.dagster import LakeResource, chronolake_assets, local_pyspark_resource
+from chronolake.dagster import (
+    LakeResource,
+    chronolake_asset_checks,
+    chronolake_assets,
+    local_pyspark_resource,
+)
 from chronolake.demo import build_demo_lake
-from ops import JOBS
+from ops import JOBS, sensors
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,19 +81,36 @@ def test_tables_are_assets_with_time_metadata(lake: Path) -> None:
 
 def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: SparkSession) -> None:
     instance = DagsterInstance.ephemeral()
+    lake_resource = LakeResource(root=str(lake))
     definitions = Definitions(
         assets=chronolake_assets(lake),
+        asset_checks=chronolake_asset_checks(lake),
         jobs=JOBS,
-        resources={"lake": LakeResource(root=str(lake)), "pyspark": local_pyspark_resource()},
+        sensors=sensors(lake_resource),
+        resources={"lake": lake_resource, "pyspark": local_pyspark_resource()},
     )
     observed = definitions.resolve_job_def("observe_sources").execute_in_process(instance=instance)
     assert observed.success
+    assert _checks(observed) == {
+        ("rates", "primary_key_unique"): True,
+        ("rates_hybrid", "primary_key_unique"): True,
+    }
     rates_version = instance.get_latest_data_version_record(AssetKey("rates"))
     assert rates_version is not None
     assert rates_version.asset_observation.data_version == "5"
 
     refresh = definitions.resolve_job_def("refresh_views")
-    assert refresh.execute_in_process(instance=instance).success
+    refreshed = refresh.execute_in_process(instance=instance)
+    assert refreshed.success
+    assert _checks(refreshed) == {
+        ("latest_rates", "primary_key_unique"): True,
+        ("orders_enriched", "watermark_never_decreases"): True,
+        ("orders_enriched", "late_row_rate"): True,
+        ("orders_enriched", "pending_rows_age"): True,
+        ("orders_enriched_latest", "watermark_never_decreases"): True,
+        ("orders_enriched_latest", "late_row_rate"): True,
+        ("orders_enriched_latest", "pending_rows_age"): True,
+    }
     latest = _latest_metadata(instance, "latest_rates")
     assert latest["dagster/row_count"] == 4
     assert "| EUR | 1.0900000000 |" in str(latest["preview"])
@@ -99,6 +129,25 @@ def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: Spar
     again = _latest_metadata(instance, "orders_enriched")
     assert again["chronolake/status"] == "up-to-date"
     assert again["dagster/row_count"] == enriched["dagster/row_count"]
+
+    sensor = definitions.resolve_sensor_def("new_delta_versions")
+    first = sensor.evaluate_tick(build_sensor_context(instance=instance))
+    assert [r.run_key for r in first.run_requests] == ["orders@3,rates@5"]
+    quiet = sensor.evaluate_tick(build_sensor_context(instance=instance, cursor=first.cursor))
+    assert quiet.run_requests == [] and quiet.skip_message
+    fed = definitions.resolve_job_def("demo_feed").execute_in_process(instance=instance)
+    assert fed.success
+    moved = sensor.evaluate_tick(build_sensor_context(instance=instance, cursor=first.cursor))
+    assert [r.run_key for r in moved.run_requests] == ["orders@4,rates@6"]
+    assert refresh.execute_in_process(instance=instance).success
+    assert _latest_metadata(instance, "orders_enriched")["build_rows_in"] == 2  # -U and +U
+
+
+def _checks(result: ExecuteInProcessResult) -> dict[tuple[str, str], bool]:
+    return {
+        (e.asset_key.to_user_string(), e.check_name): e.passed
+        for e in result.get_asset_check_evaluations()
+    }
 
 
 def test_workspace_loads_headless(lake: Path) -> None:

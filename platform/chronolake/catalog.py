@@ -112,6 +112,17 @@ class Catalog:
                 self.register(statement)
                 yield statement.name, statement
 
+    def declare(self, script: str) -> list[Spec]:
+        """Register every table and view of a DDL script (no Spark needed); queries are refused."""
+        statements = parse_statements(script, catalog=self.specs())
+        queries = [s.sql for s in statements if isinstance(s, QueryStatement)]
+        if queries:
+            raise DefinitionError(
+                f"declare() takes CREATE TABLE / VIEW only, got a query: {queries[0][:60]!r}; "
+                "run queries with sql()"
+            )
+        return [self.register(spec) for spec in statements if not isinstance(spec, QueryStatement)]
+
     def register(self, spec: Spec, *, statement_text: str | None = None) -> Spec:
         """Register (or replace) a table or view spec built in Python or parsed from DDL."""
         entry = CatalogEntry(

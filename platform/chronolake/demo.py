@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import random
 import shutil
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
+
+from chronolake.lake.tables import table_row_count, table_version
 
 DEMO_START = datetime(2026, 11, 2, 9, 0, 0)
 CURRENCIES = ("USD", "EUR", "JPY", "GBP", "CHF")
@@ -113,3 +115,18 @@ def change_rate(table: DeltaTable, currency: str, rate: str, at: datetime) -> No
         },
         predicate=f"currency = '{currency}'",
     )
+
+
+def feed_demo_lake(root: Path, *, seed: int) -> dict[str, int]:
+    """Append a commit of new orders and change one rate: something new for the runs to see."""
+    rng = random.Random(seed)
+    next_id = table_row_count(root / "orders")
+    now = datetime.now(tz=UTC).replace(tzinfo=None, microsecond=0)
+    append_orders(root / "orders", rng=rng, first_id=next_id, count=100,
+                  start=now - timedelta(minutes=15))
+    currency = rng.choice(("USD", "EUR", "JPY", "CHF"))
+    rates = DeltaTable(root / "rates")
+    current = {"USD": 1.0, "EUR": 1.09, "JPY": 0.0069, "CHF": 1.13}[currency]
+    change_rate(rates, currency, f"{current * rng.uniform(0.97, 1.03):.6f}", now)
+    return {name: table_version(root / name) for name in ("orders", "rates")}
+

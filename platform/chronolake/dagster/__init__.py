@@ -1,12 +1,13 @@
 """Dagster building blocks: every chronolake table as an asset, with its time metadata."""
 
-from chronolake.dagster.assets import chronolake_assets
+from chronolake.dagster.assets import chronolake_asset_checks, chronolake_assets
 from chronolake.dagster.metadata import ChronolakeMetadataSet, table_definition_metadata
 from chronolake.dagster.resources import LakeResource, local_pyspark_resource
 
 __all__ = [
     "ChronolakeMetadataSet",
     "LakeResource",
+    "chronolake_asset_checks",
     "chronolake_assets",
     "local_pyspark_resource",
     "table_definition_metadata",

@@ -6,11 +6,14 @@ under `_chronolake/views/` up to date: incrementally, exactly once, for views
 with a temporal join, by recomputing for the others.
 """
 
+# No `from __future__ import annotations` here: Dagster reads the `context` annotation at
+# definition time and refuses a string.
 
 import os
 from pathlib import Path
 
 from dagster import (
+    AssetChecksDefinition,
     AssetExecutionContext,
     AssetKey,
     AssetsDefinition,
@@ -24,6 +27,7 @@ from dagster import (
 from dagster_pyspark import PySparkResource
 
 from chronolake.catalog import load_entries
+from chronolake.dagster.checks import primary_key_check, run_check_results, run_check_specs
 from chronolake.dagster.metadata import run_metadata, table_definition_metadata
 from chronolake.dagster.resources import LakeResource
 from chronolake.lake.tables import table_row_count, table_version
@@ -48,6 +52,18 @@ def chronolake_assets(lake_root: str | os.PathLike[str]) -> list[AssetsDefinitio
         else:
             definitions.append(_view_asset(spec, output_path(root, spec.name)))
     return definitions
+
+
+def chronolake_asset_checks(lake_root: str | os.PathLike[str]) -> list[AssetChecksDefinition]:
+    """`primary_key_unique` for every keyed table and view of the lake's catalog."""
+    root = Path(lake_root).resolve()
+    checks = []
+    for entry in load_entries(root).values():
+        spec = entry.spec
+        if spec.primary_key:
+            path = None if isinstance(spec, TableSpec) else output_path(root, spec.name)
+            checks.append(primary_key_check(spec, path))
+    return checks
 
 
 def _source_table_asset(spec: TableSpec, path: Path) -> SourceAsset:
@@ -77,6 +93,7 @@ def _view_asset(spec: ViewSpec, path: Path) -> AssetsDefinition:
     how = "incremental runs (temporal join)" if incremental else "recomputed on each run"
     @asset(
         name=spec.name,
+        check_specs=run_check_specs(spec.name) if incremental else None,
         group_name=DERIVED_GROUP if incremental else VIEWS_GROUP,
         deps=[AssetKey(name.lower()) for name in referenced_tables(spec.query)],
         description=f"View ({spec.kind.value}, {how}):\n\n```sql\n{spec.query}\n```",
@@ -89,6 +106,11 @@ def _view_asset(spec: ViewSpec, path: Path) -> AssetsDefinition:
         catalog = lake.catalog(pyspark.spark_session)
         result = materialize_view(catalog, spec.name)
         context.log.info(f"{spec.name}: {result.message}")
-        return MaterializeResult(metadata=run_metadata(catalog.spark, result, path))
+        checks = (
+            run_check_results(context.instance, catalog, lake, result) if incremental else None
+        )
+        return MaterializeResult(
+            metadata=run_metadata(catalog.spark, result, path), check_results=checks
+        )
 
     return _materialize

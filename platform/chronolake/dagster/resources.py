@@ -30,6 +30,13 @@ class LakeResource(ConfigurableResource):
         "JVM classes are on the Spark classpath); auto picks delta-spark when available.",
     )
 
+    late_row_rate_threshold: float = Field(
+        0.05, description="Share of late rows above which the late_row_rate check warns."
+    )
+    max_pending_age_seconds: float = Field(
+        3600.0, description="How long a probe row may wait before the pending_rows_age check warns."
+    )
+
     @property
     def root_path(self) -> Path:
         return Path(self.root).resolve()

@@ -1,0 +1,131 @@
+"""Asset checks: the promises chronolake makes, checked after every run.
+
+- `watermark_never_decreases`: a run's watermark is at least the previous run's.
+- `late_row_rate`: late rows are at most a configured share of the rows read.
+- `pending_rows_age`: no probe row has been waiting longer than a configured bound.
+- `primary_key_unique`: the key of a keyed table or view is unique in its latest version.
+"""
+
+# No `from __future__ import annotations` here: Dagster reads the `context` annotation at
+# definition time and refuses a string.
+
+import time
+from pathlib import Path
+
+from dagster import (
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetChecksDefinition,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetKey,
+    DagsterInstance,
+    asset_check,
+)
+from dagster_pyspark import PySparkResource
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from chronolake.catalog import Catalog
+from chronolake.dagster.resources import LakeResource
+from chronolake.lake.changelog import COMMIT_TIMESTAMP
+from chronolake.runtime.derived import pending_rows
+from chronolake.runtime.result import RunResult
+from chronolake.schema import TableSpec, ViewSpec
+
+WATERMARK_CHECK = "watermark_never_decreases"
+LATE_RATE_CHECK = "late_row_rate"
+PENDING_AGE_CHECK = "pending_rows_age"
+PRIMARY_KEY_CHECK = "primary_key_unique"
+
+
+def run_check_specs(name: str) -> list[AssetCheckSpec]:
+    """The checks evaluated with every run of an incremental view."""
+    return [
+        AssetCheckSpec(WATERMARK_CHECK, asset=name,
+                       description="The watermark after this run is not below the previous one."),
+        AssetCheckSpec(LATE_RATE_CHECK, asset=name,
+                       description="Late rows are at most the lake's late_row_rate_threshold."),
+        AssetCheckSpec(PENDING_AGE_CHECK, asset=name,
+                       description="No pending row waits longer than max_pending_age_seconds."),
+    ]
+
+
+def run_check_results(
+    instance: DagsterInstance, catalog: Catalog, lake: LakeResource, result: RunResult
+) -> list[AssetCheckResult]:
+    """Evaluate `run_check_specs` for a run that just finished."""
+    key = AssetKey(result.table)
+    previous = _previous_watermark(instance, key)
+    current = None if result.watermark_ms is None else result.watermark_ms / 1000
+    decreased = previous is not None and current is not None and current < previous
+    rows_in = int(result.figures.get("rows_in", 0))
+    late = int(result.figures.get("late_rows", 0))
+    rate = late / rows_in if rows_in else 0.0
+    oldest = _oldest_pending_age(catalog, result.table)
+    return [
+        AssetCheckResult(
+            check_name=WATERMARK_CHECK, passed=not decreased, asset_key=key,
+            metadata={"previous": previous or 0.0, "current": current or 0.0},
+        ),
+        AssetCheckResult(
+            check_name=LATE_RATE_CHECK, passed=rate <= lake.late_row_rate_threshold,
+            asset_key=key, severity=AssetCheckSeverity.WARN,
+            metadata={"late_rows": late, "rows_in": rows_in, "rate": round(rate, 6),
+                      "threshold": lake.late_row_rate_threshold},
+        ),
+        AssetCheckResult(
+            check_name=PENDING_AGE_CHECK, passed=oldest <= lake.max_pending_age_seconds,
+            asset_key=key, severity=AssetCheckSeverity.WARN,
+            metadata={"oldest_pending_age_seconds": round(oldest, 3),
+                      "bound_seconds": lake.max_pending_age_seconds},
+        ),
+    ]
+
+
+def primary_key_check(spec: TableSpec | ViewSpec, path: Path | None) -> AssetChecksDefinition:
+    """`primary_key_unique` for a keyed table (its state) or view (its materialized table)."""
+
+    @asset_check(asset=spec.name, name=PRIMARY_KEY_CHECK,
+                 description=f"({', '.join(spec.primary_key)}) is unique in the latest version.")
+    def _check(
+        context: AssetCheckExecutionContext, pyspark: PySparkResource, lake: LakeResource
+    ) -> AssetCheckResult:
+        catalog = lake.catalog(pyspark.spark_session)
+        if isinstance(spec, TableSpec):
+            rows = catalog.table(spec.name)
+        elif path is not None and catalog.backend.is_delta_table(path):
+            rows = catalog.backend.snapshot(path)
+        else:
+            return AssetCheckResult(passed=True, metadata={"note": "not materialized yet"})
+        duplicates = _duplicate_keys(rows, spec.primary_key)
+        context.log.info(f"{spec.name}: {duplicates} duplicated key values")
+        return AssetCheckResult(passed=duplicates == 0, metadata={"duplicate_keys": duplicates})
+
+    return _check
+
+
+def _duplicate_keys(rows: DataFrame, key: tuple[str, ...]) -> int:
+    """How many key values occur more than once (one aggregate job)."""
+    grouped = rows.groupBy(*[F.col(f"`{k}`") for k in key]).count()
+    return grouped.where(F.col("count") > 1).count()
+
+
+def _previous_watermark(instance: DagsterInstance, key: AssetKey) -> float | None:
+    event = instance.get_latest_materialization_event(key)
+    if event is None or event.asset_materialization is None:
+        return None
+    value = event.asset_materialization.metadata.get("chronolake/watermark")
+    return None if value is None else float(value.value)
+
+
+def _oldest_pending_age(catalog: Catalog, name: str) -> float:
+    """Seconds since the oldest pending probe row's commit (0 with nothing pending)."""
+    pending = pending_rows(catalog, name)
+    if pending is None:
+        return 0.0
+    # One row read back: the oldest commit timestamp among pending rows.
+    row = pending.agg(F.min(F.unix_millis(F.col(COMMIT_TIMESTAMP))).alias("oldest")).first()
+    if row is None or row["oldest"] is None:
+        return 0.0
+    return max(time.time() - row["oldest"] / 1000, 0.0)
