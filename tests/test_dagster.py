@@ -158,3 +158,17 @@ def test_workspace_loads_headless(lake: Path) -> None:
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_asset_materialize_works_headless(lake: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "CHRONOLAKE_LAKE": str(lake), "DAGSTER_HOME": str(tmp_path)}
+    dagster = Path(sys.executable).with_name("dagster")
+    result = subprocess.run(
+        [str(dagster), "asset", "materialize", "-m", "assets.definitions", "-d", ".",
+         "--select", "latest_rates"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "RUN_SUCCESS" in result.stdout + result.stderr
+    materialized = DagsterInstance.from_config(str(tmp_path))
+    assert materialized.get_latest_materialization_event(AssetKey("latest_rates")) is not None
