@@ -140,11 +140,22 @@ class Progress:
 
     def _tick_table(self, spark: SparkSession, names: Sequence[str]) -> DataFrame:
         """One row per tick: its starting source watermark and, per split in `names`, the
-        split's starting watermark (null while the split is not active). A local relation."""
-        fields = [StructField(TICK, LongType()), StructField(_TICK_IN, LongType())]
-        fields += [StructField(f"__wm_s{i}", LongType()) for i in range(len(names))]
-        rows = [
-            (tick.tick, tick.watermark, *(tick.splits.get(name) for name in names))
+        split's starting watermark (null while the split is not active).
+
+        Built as SQL `VALUES` (a local relation, broadcast without a Spark job), as
+        `createDataFrame` from Python rows would go through an RDD.
+        """
+        columns = [TICK, _TICK_IN, *(f"__wm_s{i}" for i in range(len(names)))]
+        if not self.ticks:
+            schema = StructType([StructField(c, LongType()) for c in columns])
+            return spark.createDataFrame([], schema)
+        values = ", ".join(
+            "(" + ", ".join(
+                "NULL" if v is None else str(v)
+                for v in (tick.tick, tick.watermark, *(tick.splits.get(n) for n in names))
+            ) + ")"
             for tick in self.ticks
-        ]
-        return spark.createDataFrame(rows, StructType(fields))
+        )
+        typed = ", ".join(f"CAST(c{i} AS BIGINT) AS {c}" for i, c in enumerate(columns))
+        aliases = ", ".join(f"c{i}" for i in range(len(columns)))
+        return spark.sql(f"SELECT {typed} FROM VALUES {values} AS t({aliases})")

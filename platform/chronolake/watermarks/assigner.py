@@ -27,7 +27,7 @@ from chronolake.dialect import (
 )
 from chronolake.errors import DefinitionError
 from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_TIMESTAMP, COMMIT_VERSION
-from chronolake.schema.options import EmitStrategy
+from chronolake.schema import ComputedColumn, EmitStrategy, TableSpec
 from chronolake.watermarks._failures import raise_strategy_failure
 from chronolake.watermarks._millis import (
     check_watermark_type,
@@ -119,6 +119,29 @@ class WatermarkAssigner(BaseModel):
         description="Column numbering the ticks, non-decreasing in arrival order.",
     )
     key: tuple[str, ...] = Field((), description="Columns that name a row in error messages.")
+
+    @classmethod
+    def for_table(cls, spec: TableSpec) -> WatermarkAssigner:
+        """The assigner a table's DDL declares: its WATERMARK, split column and emit strategy.
+
+        A rowtime computed as `SYSTEM_ROWTIME()` is the commit timestamp; other computed
+        rowtimes are read from the column the source computes.
+        """
+        if spec.watermark is None:
+            msg = (
+                f"table {spec.name!r} declares no WATERMARK, so it has no event-time progress; "
+                "add `WATERMARK FOR <rowtime> AS <expression>` to its DDL"
+            )
+            raise DefinitionError(msg)
+        column = spec.column(spec.watermark.rowtime)
+        system = isinstance(column, ComputedColumn) and column.is_system_rowtime
+        return cls(
+            rowtime="SYSTEM_ROWTIME()" if system else spec.watermark.rowtime,
+            strategy=spec.watermark.expression,
+            emit_strategy=spec.options.emit_strategy,
+            split_by=spec.options.split_by,
+            key=spec.primary_key,
+        )
 
     @property
     def is_system_watermark(self) -> bool:

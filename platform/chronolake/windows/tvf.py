@@ -203,7 +203,7 @@ def _aggregate(
         raise DefinitionError(msg)
     rowtime = assigned.assigner.rowtime_column()
     rowtime_type = rows.select(rowtime).schema[0].dataType
-    # One small job (or none when final): the watermark this run ends at.
+    # The watermark this run ends at: known from the assignment, no Spark job.
     ending = LONG_MAX if final else assigned.state().watermark
     started = assigned.start.watermark
 
