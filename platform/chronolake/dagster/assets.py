@@ -10,6 +10,7 @@ with a temporal join, by recomputing for the others.
 # definition time and refuses a string.
 
 import os
+import time
 from pathlib import Path
 
 from dagster import (
@@ -104,13 +105,16 @@ def _view_asset(spec: ViewSpec, path: Path) -> AssetsDefinition:
         context: AssetExecutionContext, pyspark: PySparkResource, lake: LakeResource
     ) -> MaterializeResult:
         catalog = lake.catalog(pyspark.spark_session)
+        started = time.monotonic()
         result = materialize_view(catalog, spec.name)
-        context.log.info(f"{spec.name}: {result.message}")
+        seconds = time.monotonic() - started
+        context.log.info(f"{spec.name}: {result.message} in {seconds:.1f} s")
         checks = (
             run_check_results(context.instance, catalog, lake, result) if incremental else None
         )
-        return MaterializeResult(
-            metadata=run_metadata(catalog.spark, result, path), check_results=checks
-        )
+        metadata = run_metadata(catalog.spark, result, path)
+        metadata["run_seconds"] = round(seconds, 3)
+        metadata["rows_per_second"] = round(result.figures.get("rows_in", 0) / seconds, 1)
+        return MaterializeResult(metadata=metadata, check_results=checks)
 
     return _materialize
