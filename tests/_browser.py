@@ -1,0 +1,172 @@
+"""Helpers for the browser test: a `dagster dev` server started and stopped by its process id,
+and a headless Debian Chromium driven by Playwright.
+
+Nothing here downloads a browser: Playwright launches the system's `/usr/bin/chromium` (which
+`./dev test` installs), with the flags that keep it from reaching for the network.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from playwright.sync_api import BrowserContext, sync_playwright
+
+CHROMIUM = Path("/usr/bin/chromium")
+# Without these, Chromium on a machine with no network hangs on connection attempts.
+CHROMIUM_ARGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class DagsterDevServer:
+    """A running `dagster dev`: its process (leader of its own process group) and its URL."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+def process_group_alive(pgid: int) -> bool:
+    """Whether a process of the group `pgid` still runs."""
+    return bool(process_group_members(pgid))
+
+
+def process_group_members(pgid: int) -> list[int]:
+    """The running processes of the group `pgid`, zombies aside (read from /proc).
+
+    Zombies are left out: a container whose init does not reap orphans keeps them forever.
+    """
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # after "pid (command)": state, parent pid, process group id, ...
+            state, _, group = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except OSError:  # the process ended while we looked
+            continue
+        if int(group) == pgid and state != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+@contextmanager
+def dagster_dev(
+    root: Path, *, env: dict[str, str], log_path: Path, startup_timeout_s: float = 120.0
+) -> Iterator[DagsterDevServer]:
+    """Run `dagster dev -w workspace.yaml` from `root` on a free port until the block ends.
+
+    The server runs in its own session, so the webserver, the daemon and the code server it
+    spawns form one process group, which is stopped by its id (SIGTERM, then SIGKILL) on exit.
+    Its output goes to `log_path`.
+    """
+    port = free_port()
+    dagster = Path(sys.executable).with_name("dagster")  # the venv's, next to this Python
+    command = [str(dagster), "dev", "-w", "workspace.yaml", "-p", str(port), "-h", "127.0.0.1"]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    server = DagsterDevServer(process=process, url=f"http://127.0.0.1:{port}", log_path=log_path)
+    try:
+        _wait_until_serving(server, timeout_s=startup_timeout_s)
+        yield server
+    finally:
+        stop_process_group(process)
+
+
+def stop_process_group(process: subprocess.Popen[bytes], *, grace_s: float = 20.0) -> None:
+    """Stop the process group led by `process`: SIGTERM, wait up to `grace_s`, then SIGKILL."""
+    pgid = process.pid
+    if not process_group_alive(pgid):
+        process.wait(timeout=5)
+        return
+    os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        process.poll()  # reap the leader so it does not linger as a zombie
+        if not process_group_alive(pgid):
+            break
+        time.sleep(0.2)
+    else:
+        os.killpg(pgid, signal.SIGKILL)
+    process.wait(timeout=10)
+
+
+def _wait_until_serving(server: DagsterDevServer, *, timeout_s: float) -> None:
+    """Poll `/server_info` until the webserver answers; fail early if `dagster dev` exits."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            msg = (
+                f"dagster dev exited with code {server.process.returncode} before serving; "
+                f"its output ends with:\n{_tail(server.log_path)}"
+            )
+            raise RuntimeError(msg)
+        try:
+            with urllib.request.urlopen(f"{server.url}/server_info", timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.5)
+    msg = (
+        f"dagster dev did not answer on {server.url}/server_info within {timeout_s:.0f} s; "
+        f"its output ends with:\n{_tail(server.log_path)}"
+    )
+    raise TimeoutError(msg)
+
+
+def _tail(path: Path, *, lines: int = 30) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+@contextmanager
+def chromium_context(
+    user_data_dir: Path, *, timeout_ms: float = 30_000
+) -> Iterator[BrowserContext]:
+    """A headless Debian Chromium with a fresh profile in `user_data_dir`, driven by Playwright."""
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(user_data_dir),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=list(CHROMIUM_ARGS),
+            viewport={"width": 1600, "height": 1400},  # tall enough for the whole asset graph
+            timezone_id="UTC",
+            locale="en-US",
+            timeout=timeout_ms,
+        )
+        context.set_default_timeout(timeout_ms)
+        try:
+            yield context
+        finally:
+            context.close()

@@ -1,0 +1,218 @@
+"""The reference platform as a person sees it: `dagster dev` driven by headless Chromium.
+
+One demo build, one server and one browser for the whole test: starting them is most of its
+time. Screenshots of every page it checks go to the test's `tmp_path`; the last one is also
+copied to `tests/output/`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from _browser import (
+    CHROMIUM,
+    chromium_context,
+    dagster_dev,
+    process_group_alive,
+    process_group_members,
+    stop_process_group,
+)
+from dagster import AssetKey, DagsterInstance
+from playwright.sync_api import Locator, Page, expect
+
+from chronolake.catalog import load_entries
+from chronolake.dagster.preview import PREVIEW_ROWS
+from chronolake.schema import TableSpec, ViewSpec
+
+REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
+OUTPUT = Path(__file__).resolve().parent / "output"
+# The derived table whose latest run the test opens, and the checks whose passing result it shows.
+SHOWN_ASSET = "orders_enriched"
+SHOWN_CHECKS = ("watermark_never_decreases", "late_row_rate", "pending_rows_age")
+PLATFORM_ASSETS = (
+    "orders",
+    "rates",
+    "rates_hybrid",
+    "latest_rates",
+    "orders_enriched",
+    "orders_enriched_latest",
+)
+# The instance the demo and the server share: no telemetry, no "join the community" dialog.
+INSTANCE_YAML = "telemetry:\n  enabled: false\nnux:\n  enabled: false\n"
+UI_TIMEOUT_MS = 30_000  # the UI loads live data a few seconds after the page
+expect.set_options(timeout=UI_TIMEOUT_MS)
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason=f"{CHROMIUM} not found: install Debian's chromium (`./dev test` does it as root)",
+)
+@pytest.mark.timeout(600)
+def test_dagster_ui_shows_the_platform_its_metadata_and_checks(tmp_path: Path) -> None:
+    lake, home = tmp_path / "lake", tmp_path / "dagster-home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(INSTANCE_YAML)
+    env = dict(os.environ, DAGSTER_HOME=str(home), CHRONOLAKE_LAKE=str(lake))
+    _run_demo(lake, env=env)
+    recorded = _recorded_metadata(home, SHOWN_ASSET)
+    spec = load_entries(lake)[SHOWN_ASSET].spec
+
+    with dagster_dev(REPOSITORY_ROOT, env=env, log_path=tmp_path / "dagster-dev.log") as server:
+        with chromium_context(tmp_path / "chromium-profile", timeout_ms=UI_TIMEOUT_MS) as browser:
+            page = browser.new_page()
+            try:
+                _check_asset_graph(page, server.url, tmp_path / "1-asset-graph.png")
+                _check_source_definition(page, server.url, tmp_path / "2-rates.png")
+                _check_materialization(
+                    page, server.url, tmp_path / f"3-{SHOWN_ASSET}.png", spec, recorded
+                )
+                _check_asset_checks(page, server.url, tmp_path / f"4-{SHOWN_ASSET}-checks.png")
+            except Exception:
+                page.screenshot(path=tmp_path / "failure.png")
+                raise
+        pgid = server.pid
+    assert not process_group_alive(pgid), f"dagster dev (process group {pgid}) still runs"
+
+    OUTPUT.mkdir(exist_ok=True)
+    shutil.copy(tmp_path / f"3-{SHOWN_ASSET}.png", OUTPUT / f"browser-{SHOWN_ASSET}.png")
+
+
+def test_stop_process_group_kills_children_that_ignore_sigterm() -> None:
+    """The plumbing that stops `dagster dev`: the whole group goes, SIGKILL after the grace."""
+    group = subprocess.Popen(
+        ["sh", "-c", "trap '' TERM; sleep 60 & sleep 60 & wait"], start_new_session=True
+    )
+    deadline = time.monotonic() + 10
+    while len(process_group_members(group.pid)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the shell has set its trap and started both sleeps
+    assert len(process_group_members(group.pid)) == 3
+    stop_process_group(group, grace_s=0.5)
+    assert group.returncode == -signal.SIGKILL
+    assert not process_group_alive(group.pid)
+
+
+def _run_demo(lake: Path, *, env: dict[str, str]) -> None:
+    """`chronolake demo` in its own process: this one may already hold a Spark session."""
+    chronolake = Path(sys.executable).with_name("chronolake")
+    command = [str(chronolake), "demo", "--project", str(REPOSITORY_ROOT), "--lake", str(lake)]
+    done = subprocess.run(
+        command, cwd=REPOSITORY_ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, f"chronolake demo failed:\n{done.stdout}\n{done.stderr}"
+
+
+def _recorded_metadata(home: Path, asset: str) -> dict[str, object]:
+    """The metadata values of the asset's latest materialization, as the instance holds them."""
+    with DagsterInstance.from_config(str(home)) as instance:
+        event = instance.get_latest_materialization_event(AssetKey(asset))
+    assert event is not None and event.asset_materialization is not None, f"{asset} not recorded"
+    return {key: entry.value for key, entry in event.asset_materialization.metadata.items()}
+
+
+def _check_asset_graph(page: Page, url: str, screenshot: Path) -> None:
+    """The global lineage graph, every group unfolded, shows each platform asset as a node."""
+    page.goto(f"{url}/asset-groups")
+    groups = page.locator('[aria-label="unfold_more"]')  # a collapsed group's unfold icon
+    expect(groups.first).to_be_visible()
+    for remaining in range(groups.count() - 1, -1, -1):
+        groups.first.click()
+        expect(groups).to_have_count(remaining)
+    page.goto(page.url)  # the URL now names the unfolded groups; a fresh load zooms to fit all
+    for name in dict.fromkeys((*PLATFORM_ASSETS, SHOWN_ASSET)):
+        # the name, not its SVG foreignObject box: Chromium reports no viewport ratio for those
+        expect(page.locator(f'svg [data-tooltip="{name}"]')).to_be_in_viewport()
+    expect(_graph_node(page, SHOWN_ASSET)).to_contain_text("Materialized")
+    expect(_graph_node(page, "rates")).to_contain_text("Observed")
+    page.screenshot(path=screenshot)
+
+
+def _check_source_definition(page: Page, url: str, screenshot: Path) -> None:
+    """`rates`' page shows its definition: versioned, its rowtime, key and watermark strategy."""
+    page.goto(f"{url}/assets/rates")
+    expect(_metadata_row(page, "chronolake/kind")).to_contain_text("versioned")
+    expect(_metadata_row(page, "chronolake/rowtime")).to_contain_text("currency_time")
+    expect(_metadata_row(page, "chronolake/primary_key")).to_contain_text("currency")
+    strategy = _metadata_row(page, "chronolake/watermark_strategy")
+    expect(strategy).to_contain_text("currency_time - INTERVAL '5' SECOND")
+    columns = page.locator("table").filter(has=page.get_by_text("Column name", exact=True))
+    expect(columns.locator("tr").filter(has_text="currency_time")).to_contain_text("*ROWTIME*")
+    strategy.scroll_into_view_if_needed()
+    page.screenshot(path=screenshot)
+
+
+def _check_materialization(
+    page: Page, url: str, screenshot: Path, spec: TableSpec | ViewSpec, recorded: dict[str, object]
+) -> None:
+    """The derived asset's page shows its run's row count, watermark and preview, and its spec."""
+    row_count, watermark = recorded["dagster/row_count"], recorded["chronolake/watermark"]
+    assert isinstance(row_count, int) and row_count > 0, f"recorded row count {row_count!r}"
+    assert isinstance(watermark, float), f"recorded watermark {watermark!r}"
+    page.goto(f"{url}/assets/{SHOWN_ASSET}")
+    expect(page.get_by_text("Latest materialization", exact=True)).to_be_visible()
+    status = page.get_by_text("Row count", exact=True).locator("xpath=..")
+    expect(status).to_have_text(re.compile(rf"^\s*Row count\s*{row_count:,}\s*$"))
+    watermark_cells = _metadata_row(page, "chronolake/watermark").get_by_role("cell")
+    expect(watermark_cells.last).to_have_text(_shown_timestamp(watermark))
+    preview = _metadata_row(page, "preview")
+    expect(preview.locator("tbody tr")).to_have_count(min(row_count, PREVIEW_ROWS))
+    expect(_metadata_row(page, "chronolake/kind")).to_contain_text(spec.kind.value)
+    if spec.rowtime:
+        expect(_metadata_row(page, "chronolake/rowtime")).to_contain_text(spec.rowtime)
+        header = preview.get_by_role("columnheader", name=spec.rowtime, exact=True)
+        expect(header).to_be_visible()
+    if spec.primary_key:
+        key = ", ".join(spec.primary_key)
+        expect(_metadata_row(page, "chronolake/primary_key")).to_contain_text(key)
+    watermark_cells.first.scroll_into_view_if_needed()  # its key, with the value beside it
+    page.screenshot(path=screenshot)
+
+
+def _check_asset_checks(page: Page, url: str, screenshot: Path) -> None:
+    """The asset's Checks tab lists each expected check with its passing result."""
+    page.goto(f"{url}/assets/{SHOWN_ASSET}?view=checks")
+    if not SHOWN_CHECKS:
+        expect(page.get_by_text("No checks defined for this asset", exact=True)).to_be_visible()
+    else:
+        expect(page.get_by_text(f"Checks ({len(SHOWN_CHECKS)})", exact=True)).to_be_visible()
+    for check in SHOWN_CHECKS:
+        entry = _check_list_entry(page, check)
+        expect(entry).to_contain_text("Succeeded")
+        entry.click()
+        expect(page).to_have_url(re.compile(rf"[?&]checkDetail={check}$"))
+        result = page.get_by_text("Evaluation result", exact=True).locator("xpath=..")
+        expect(result).to_contain_text("Passed")
+    page.screenshot(path=screenshot)
+
+
+def _shown_timestamp(seconds: float) -> re.Pattern[str]:
+    """How the UI shows a timestamp metadata value: en-US, UTC, the year only if not this one."""
+    at = datetime.fromtimestamp(seconds, tz=UTC)
+    clock = f"{at.hour % 12 or 12}:{at:%M:%S}\\s{at:%p}"  # Chromium puts U+202F before AM/PM
+    return re.compile(rf"^\s*{at:%b} {at.day},(?: {at.year},)? {clock} UTC\s*$")
+
+
+def _graph_node(page: Page, asset: str) -> Locator:
+    """The graph node of an asset: the box around its name (which carries a tooltip attribute)."""
+    return page.locator("foreignObject").filter(has=page.locator(f'[data-tooltip="{asset}"]'))
+
+
+def _check_list_entry(page: Page, check: str) -> Locator:
+    """The entry of a check in the Checks tab's list: its name (drawn twice) over its status."""
+    named = page.locator("span").filter(has=page.get_by_text(check, exact=True))
+    return named.filter(has_text=re.compile("Succeeded|Failed|Not evaluated|Running", re.I))
+
+
+def _metadata_row(page: Page, key: str) -> Locator:
+    """The row of the asset page's metadata table whose key is `key`."""
+    return page.locator("tr").filter(has=page.get_by_text(key, exact=True))
