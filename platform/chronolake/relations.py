@@ -4,20 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from chronolake.dialect import spark_type, to_spark_sql
 from chronolake.errors import DefinitionError
 from chronolake.lake import LakeBackend, read_changelog, read_table_state
 from chronolake.lake.changelog import (
-    ARRIVAL_ORDER,
     COMMIT_TIMESTAMP,
     COMMIT_VERSION,
-    ROW_KIND,
     SYSTEM_COLUMNS,
-    RowKind,
 )
+from chronolake.lake.reader import latest_per_key
 from chronolake.schema import ChangelogMode, ComputedColumn, MetadataColumn, MetadataKey, TableSpec
 
 _METADATA_SOURCES = {
@@ -102,11 +100,4 @@ def _state_with_commits(
             f"'changelog' = '{spec.options.changelog.value}' table can only tell per key; declare "
             "PRIMARY KEY (...) NOT ENFORCED, or drop the metadata columns"
         )
-    latest = Window.partitionBy(*(F.col(f"`{k}`") for k in spec.primary_key)).orderBy(
-        *(F.col(c).desc() for c in ARRIVAL_ORDER)
-    )
-    ranked = changes.withColumn("__cl_rank", F.row_number().over(latest))
-    return ranked.where(
-        (F.col("__cl_rank") == 1)
-        & ~F.col(ROW_KIND).isin(RowKind.DELETE.value, RowKind.UPDATE_BEFORE.value)
-    ).drop("__cl_rank")
+    return latest_per_key(changes, spec.primary_key)

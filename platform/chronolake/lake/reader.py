@@ -8,6 +8,7 @@ operation). Every result follows `chronolake.lake.changelog`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -80,7 +81,13 @@ def read_table_state(
         )
         raise DefinitionError(msg)
     changes = read_changelog(spark, backend, spec, root, 0, version)
-    latest = Window.partitionBy(*(F.col(f"`{k}`") for k in spec.primary_key)).orderBy(
+    return latest_per_key(changes, spec.primary_key).drop(*SYSTEM_COLUMNS)
+
+
+def latest_per_key(changes: DataFrame, key: Sequence[str]) -> DataFrame:
+    """A changelog applied: per key its last change by arrival, unless that is a `-D` (or a
+    `-U` whose `+U` has not arrived); system columns kept."""
+    latest = Window.partitionBy(*(F.col(f"`{k}`") for k in key)).orderBy(
         *(F.col(c).desc() for c in ARRIVAL_ORDER)
     )
     return (
@@ -89,7 +96,7 @@ def read_table_state(
             (F.col("__chronolake_rank") == 1)
             & ~F.col(ROW_KIND).isin(RowKind.DELETE.value, RowKind.UPDATE_BEFORE.value)
         )
-        .drop("__chronolake_rank", *SYSTEM_COLUMNS)
+        .drop("__chronolake_rank")
     )
 
 
