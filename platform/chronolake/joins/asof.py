@@ -33,9 +33,10 @@ _BUILD_TICK = "__cl_btick"
 _BUILD_HASH = "__cl_bh"
 _BUILD_JOIN = "__cl_bj"
 _BUCKET = "__cl_bucket"
-_FIXED_OFFSET_ZONE = re.compile(r"(?i)^(utc|gmt|z|etc/utc|etc/gmt|(utc|gmt)?[+-]\d{1,2}(:\d{2})?)$")
 _BUILD_KIND = "__cl_kind"
 _MATCH_OK = "__cl_ok"
+# Session time zones without DST, where a TIMESTAMP_NTZ cast to TIMESTAMP keeps the order.
+_FIXED_OFFSET_ZONE = re.compile(r"(?i)^(utc|gmt|z|etc/utc|etc/gmt|(utc|gmt)?[+-]\d{1,2}(:\d{2})?)$")
 
 
 class JoinType(StrEnum):
