@@ -7,9 +7,12 @@ import doctest
 import logging
 from types import ModuleType
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 import chronolake.alignment.aligner as aligner_module
 import chronolake.alignment.coordinator as coordinator_module
-import pytest
 from chronolake.alignment import (
     ALLOW_UNALIGNED_SOURCE_SPLITS,
     AlignmentCoordinator,
@@ -17,8 +20,6 @@ from chronolake.alignment import (
 )
 from chronolake.errors import DefinitionError, RunError
 from chronolake.watermarks import LONG_MAX, LONG_MIN, Watermark, WatermarkStatus, WatermarkValve
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 # --- Flink's SourceCoordinatorAlignmentTest ---------------------------------------------------
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from chronolake.clock import ManualClock
 from chronolake.errors import RunError
 from chronolake.watermarks import (
@@ -20,8 +23,6 @@ from chronolake.watermarks import (
     WatermarkStatus,
     WatermarkValve,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 W = Watermark
 P = Watermark.PROCESSING_TIME

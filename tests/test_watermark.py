@@ -6,15 +6,16 @@ import doctest
 import time
 from types import ModuleType
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 import chronolake.clock as clock_module
 import chronolake.watermarks.valve as valve_module
 import chronolake.watermarks.watermark as watermark_module
-import pytest
 from chronolake.clock import Clock, ManualClock, WallClock
 from chronolake.errors import RunError
 from chronolake.watermarks import LONG_MAX, LONG_MIN, Watermark, WatermarkStatus
-from hypothesis import given
-from hypothesis import strategies as st
 
 W = Watermark
 P = Watermark.PROCESSING_TIME

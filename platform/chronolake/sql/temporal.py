@@ -82,6 +82,7 @@ def plan_temporal_join(query: str, specs: Mapping[str, TableSpec | ViewSpec]) ->
     mode, probe_time = _time_mode(ref, probe)
     if mode is TimeMode.EVENT_TIME:
         _require_versioned(ref, build)
+    _require_versions(ref, build)
     probe_keys, build_keys = _equi_keys(ref, build)
     return TemporalJoinPlan(
         query=query, ref=ref, probe=probe, build=build, mode=mode,
@@ -136,6 +137,18 @@ def _require_versioned(ref: TemporalJoinRef, build: TableSpec | ViewSpec) -> Non
             f"versioned table, but no row time attribute can be found for {build.name!r}: declare "
             "WATERMARK FOR <time column> AS ... on it, or join FOR SYSTEM_TIME AS OF a PROCTIME() "
             "column"
+        )
+
+
+def _require_versions(ref: TemporalJoinRef, build: TableSpec | ViewSpec) -> None:
+    """The build side's versions come from a changelog: a table's, or a deduplication view's
+    source; any other view only has a current state, which a temporal join cannot follow."""
+    if isinstance(build, ViewSpec) and build.deduplication is None:
+        raise DefinitionError(
+            f"FOR SYSTEM_TIME AS OF {ref.time_attribute}: the build side {build.name!r} is a view "
+            "but not a deduplication view, so it has no versions to join; join its table "
+            "directly, or a view SELECT ... FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k "
+            "ORDER BY t DESC) AS rn FROM src) WHERE rn = 1"
         )
 
 
