@@ -7,6 +7,12 @@ checkpoint `n - 1` with the same intent, so it reads exactly the same commits;
 the output and side-output appends carry Delta application transactions
 (`app_id`, `n`) and are skipped when already committed. Nothing is lost and
 nothing is written twice.
+
+A full refresh is a run like any other whose intent says so: it starts every
+input from scratch (from its last OVERWRITE, or from a snapshot when the older
+history is gone), with no state, and *replaces* output, side output and history
+(one Delta overwrite commit each, so readers see the old rows or the new, never
+a mix). Redoing it after a crash replaces them again with the same rows.
 """
 
 from __future__ import annotations
@@ -29,7 +35,16 @@ class InputPosition(BaseModel):
 
     version: int = Field(-1, description="Last Delta version consumed (-1: none yet).")
     watermarks: WatermarkState = Field(default_factory=WatermarkState)
-    phase: str = Field("changelog", description="snapshot | changelog (hybrid sources).")
+    phase: str = Field(
+        "changelog",
+        description="changelog; snapshot (a hybrid source before its switch); bootstrap (a "
+        "full refresh that reads the table at `version + 1` as inserts, then its changes).",
+    )
+    columns: dict[str, str] = Field(
+        default_factory=dict,
+        description="Declared physical columns and their Delta types at `version`, to tell a "
+        "dropped or retyped source column from one that was always so.",
+    )
 
 
 class RunIntent(BaseModel):
@@ -39,6 +54,10 @@ class RunIntent(BaseModel):
 
     run: int
     end_versions: dict[str, int]
+    full_refresh: bool = Field(False, description="Rebuild from scratch, replacing output.")
+    start: dict[str, InputPosition] = Field(
+        default_factory=dict, description="A full refresh's start position per input."
+    )
 
 
 class Checkpoint(BaseModel):
@@ -52,7 +71,9 @@ class Checkpoint(BaseModel):
     horizon: int | None = Field(
         None, description="Versions at or below this time were cleaned from state (epoch ms)."
     )
-    state: dict[str, str] = Field(default_factory=dict, description="State tables by role.")
+    state: dict[str, str] = Field(
+        default_factory=dict, description="State tables by role, relative to the store."
+    )
     counters: dict[str, int] = Field(default_factory=dict, description="Cumulative figures.")
     finished_at: float | None = None
 
@@ -87,7 +108,16 @@ class CheckpointStore:
                     self._path(prefix, run).unlink(missing_ok=True)
 
     def state_dir(self, run: int) -> Path:
-        return self.directory / f"run-{run:08d}"
+        return self.directory / self._run_folder(run)
+
+    def state_name(self, run: int, role: str) -> str:
+        """Where run `run` keeps state table `role`, relative to this store's directory (what
+        a checkpoint records, so that a lake can be copied or moved)."""
+        return f"{self._run_folder(run)}/{role}"
+
+    @staticmethod
+    def _run_folder(run: int) -> str:
+        return f"run-{run:08d}"
 
     def _path(self, prefix: str, run: int) -> Path:
         return self.directory / f"{prefix}{run:08d}.json"

@@ -179,7 +179,7 @@ class DerivedTable:
                 inputs={probe.spec.name: probe.position, build.spec.name: build.position},
                 watermark=watermark_ms,
                 horizon=watermark_ms if self.plan.mode is TimeMode.EVENT_TIME else None,
-                state={role: str(self._state_path(number, role)) for role in step.state},
+                state={role: self.store.state_name(number, role) for role in step.state},
                 counters=counters,
                 finished_at=self.clock.now_ms() / 1000,
             )
@@ -380,8 +380,10 @@ class DerivedTable:
         return _from_stored(backend.snapshot(self.history_path)).unionByName(new_events)
 
     def _state(self, checkpoint: Checkpoint, role: str) -> DataFrame | None:
-        path = checkpoint.state.get(role)
-        return _from_stored(self.catalog.backend.snapshot(path)) if path else None
+        path = checkpoint.state.get(role)  # relative to the store, so a lake can be moved
+        if path is None:
+            return None
+        return _from_stored(self.catalog.backend.snapshot(self.store.directory / path))
 
     def _state_path(self, run: int, role: str) -> Path:
         return self.store.state_dir(run) / role
@@ -482,3 +484,10 @@ def _figures(
         "pending_rows": pending.count(),
     }
 
+
+
+def pending_rows(catalog: Catalog, name: str) -> DataFrame | None:
+    """The probe rows a derived table holds after its last committed run (None before one)."""
+    store = CheckpointStore(catalog.root / STATE_ROOT / name.lower())
+    path = store.latest().state.get("pending")
+    return _from_stored(catalog.backend.snapshot(store.directory / path)) if path else None

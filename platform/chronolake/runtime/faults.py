@@ -17,13 +17,13 @@ FAULT_ENV = "CHRONOLAKE_FAULT"
 class FaultPoint(StrEnum):
     """The points of a run where a crash is worth proving harmless, in run order."""
 
-    AFTER_INTENT = "after_intent"
-    AFTER_READ = "after_read"
-    AFTER_OUTPUT = "after_output"
-    AFTER_SIDE_OUTPUT = "after_side_output"
-    AFTER_STATE = "after_state"
-    BEFORE_CHECKPOINT = "before_checkpoint"
-    AFTER_CHECKPOINT = "after_checkpoint"
+    AFTER_INTENT = "after_intent"  # input versions fixed, nothing else written
+    AFTER_READ = "after_read"  # inputs read and joined, nothing written yet
+    AFTER_OUTPUT = "after_output"  # output committed
+    AFTER_SIDE_OUTPUT = "after_side_output"  # late/invalid rows committed
+    AFTER_STATE = "after_state"  # history and state written
+    BEFORE_CHECKPOINT = "before_checkpoint"  # the last moment before the commit point
+    AFTER_CHECKPOINT = "after_checkpoint"  # committed; old state not yet cleaned up
 
 
 def fault_point(point: FaultPoint) -> None:

@@ -7,6 +7,10 @@ A source with `WATERMARK FOR` generates event-time watermarks per split
 'snapshot-then-changelog'`) reads the table at version v as `+I` rows first;
 while bounded it makes no event-time progress, and at the switch to the change
 data feed (from v + 1) it emits the processing-time watermark.
+
+Before a read is defined the source is checked (`source_checks`): a bad input
+stops the run before anything is written. A full refresh starts an input from
+its last OVERWRITE, read as a snapshot of inserts (the *bootstrap* phase).
 """
 
 from __future__ import annotations
@@ -17,16 +21,24 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from chronolake.catalog import Catalog
-from chronolake.dialect import to_spark_sql
+from chronolake.errors import SourceError
+from chronolake.lake import read_table_state
 from chronolake.lake.changelog import COMMIT_TIMESTAMP, COMMIT_VERSION, POSITION, ROW_KIND, RowKind
 from chronolake.relations import with_declared_columns
 from chronolake.runtime.checkpoint import InputPosition
+from chronolake.runtime.source_checks import (
+    check_columns,
+    declared_column_types,
+    overwrite_versions,
+    require_delta_table,
+)
 from chronolake.schema import StartupMode, TableSpec
 from chronolake.watermarks.assigner import LATE_COLUMN, WATERMARK_COLUMN, WatermarkAssigner
 from chronolake.watermarks.watermark import LONG_MIN, Watermark
 
 SNAPSHOT_PHASE = "snapshot"
 CHANGELOG_PHASE = "changelog"
+BOOTSTRAP_PHASE = "bootstrap"
 
 
 @dataclass(frozen=True)
@@ -50,40 +62,98 @@ def initial_position(spec: TableSpec) -> InputPosition:
     return InputPosition(phase=SNAPSHOT_PHASE if hybrid else CHANGELOG_PHASE)
 
 
+def refresh_position(catalog: Catalog, spec: TableSpec, end_version: int) -> InputPosition:
+    """Where a full refresh starts an input.
+
+    A hybrid source starts with its snapshot, as on a first run. Any other source
+    starts at its last OVERWRITE (that version read as inserts, then its changes),
+    at version 0 when it has none, or at a snapshot of `end_version` when the
+    changes from there can no longer be read (VACUUM or log cleanup removed them:
+    the refresh then sees the table as it is, without its history).
+    """
+    if spec.options.startup_mode is StartupMode.SNAPSHOT_THEN_CHANGELOG:
+        return initial_position(spec)
+    last = max(overwrite_versions(catalog.table_path(spec), 0, end_version), default=0)
+    start = InputPosition(version=last - 1, phase=BOOTSTRAP_PHASE if last else CHANGELOG_PHASE)
+    try:
+        _rows(catalog, spec, start, end_version)  # defines the read: checks the log and files
+    except SourceError:
+        return InputPosition(version=end_version - 1, phase=BOOTSTRAP_PHASE)
+    return start
+
+
 def read_input(
-    catalog: Catalog, spec: TableSpec, position: InputPosition, end_version: int
+    catalog: Catalog, spec: TableSpec, position: InputPosition, end_version: int, *, derived: str
 ) -> InputRead:
-    """The input's rows after `position` up to `end_version`, stamped with watermarks."""
+    """The input's rows after `position` up to `end_version`, stamped with watermarks.
+
+    Raises `SourceError` (before any Spark job) when the source is not a Delta
+    table, lost or retyped a declared column, or cannot be read in that range;
+    `derived` is the derived table's name, for the message.
+    """
+    path = catalog.table_path(spec)
+    require_delta_table(path, spec, derived)
+    columns = declared_column_types(path, spec, end_version)
+    check_columns(
+        spec, consumed=position.columns, consumed_version=position.version, current=columns,
+        version=end_version, derived=derived,
+    )
+    rows = _rows(catalog, spec, position, end_version)
     if position.phase == SNAPSHOT_PHASE:
-        rows = _snapshot_rows(catalog, spec, end_version)
-        moved = InputPosition(version=end_version, phase=CHANGELOG_PHASE)
+        moved = InputPosition(version=end_version, phase=CHANGELOG_PHASE, columns=columns)
         return InputRead(spec, _unstamped(rows), _processing_time(), moved, end_version)
-    if end_version > position.version:
-        rows = catalog.changelog(spec.name, position.version + 1, end_version)
-    else:  # nothing new: the schema of the changelog, no rows
-        rows = catalog.changelog(spec.name, max(end_version, 0), max(end_version, 0)).limit(0)
-    moved = position.model_copy(update={"version": max(end_version, position.version)})
+    moved = InputPosition(
+        version=max(end_version, position.version),
+        watermarks=position.watermarks,
+        phase=CHANGELOG_PHASE,
+        columns=columns,
+    )
     hybrid = spec.options.startup_mode is StartupMode.SNAPSHOT_THEN_CHANGELOG
     if spec.watermark is None or hybrid:
         return InputRead(spec, _unstamped(rows), _processing_time(), moved)
-    assigner = WatermarkAssigner(
-        rowtime=spec.watermark.rowtime,
-        strategy=to_spark_sql(spec.watermark.expression),
-        emit_strategy=spec.options.emit_strategy,
-        split_by=spec.options.split_by,
-        key=spec.primary_key,
-    )
-    assigned = assigner.assign(rows, state=position.watermarks)
+    assigned = WatermarkAssigner.for_table(spec).assign(rows, state=position.watermarks)
     state = assigned.state()
     moved = moved.model_copy(update={"watermarks": state})
     return InputRead(spec, assigned.rows, Watermark(state.watermark), moved)
 
 
+def _rows(
+    catalog: Catalog, spec: TableSpec, position: InputPosition, end_version: int
+) -> DataFrame:
+    """The changelog rows a read covers (defining them checks the log and the files)."""
+    if position.phase == SNAPSHOT_PHASE:
+        return _snapshot_rows(catalog, spec, end_version)
+    if position.phase == BOOTSTRAP_PHASE:
+        first = position.version + 1
+        rows = _snapshot_rows(catalog, spec, first)
+        if end_version > first:
+            rows = rows.unionByName(catalog.changelog(spec.name, first + 1, end_version))
+        return rows
+    if end_version > position.version:
+        return catalog.changelog(spec.name, position.version + 1, end_version)
+    return _no_rows(catalog, spec, end_version)
+
+
+def _no_rows(catalog: Catalog, spec: TableSpec, version: int) -> DataFrame:
+    """The changelog's columns and no rows, for an input without new commits: from the live
+    snapshot, not from the last commit's changes, whose files VACUUM may have removed."""
+    snapshot = catalog.backend.snapshot(catalog.table_path(spec), version)
+    rows = snapshot.select(
+        "*",
+        F.lit(None).cast("string").alias(ROW_KIND),
+        F.lit(None).cast("long").alias(COMMIT_VERSION),
+        F.lit(None).cast("timestamp").alias(COMMIT_TIMESTAMP),
+        F.lit(None).cast("long").alias(POSITION),
+    )
+    return with_declared_columns(rows, spec).limit(0)
+
+
 def _snapshot_rows(catalog: Catalog, spec: TableSpec, version: int) -> DataFrame:
-    """The table at `version` as `+I` changelog rows stamped with that commit."""
+    """The table at `version` as `+I` changelog rows stamped with that commit (an op-column
+    table's state is its changes applied, not its stored rows)."""
     path = catalog.table_path(spec)
     [commit] = catalog.backend.commits(path, version, version)
-    snapshot = catalog.backend.snapshot(path, version)
+    snapshot = read_table_state(catalog.spark, catalog.backend, spec, catalog.root, version)
     rows = snapshot.select(
         "*",
         F.lit(RowKind.INSERT.value).alias(ROW_KIND),

@@ -1,0 +1,151 @@
+"""Helpers for the exactly-once and bad-input tests: a tiny reference lake, runs in a
+subprocess with a fault armed, and row-for-row table comparison.
+
+The tiny lake holds the reference platform's `orders` (append) and `rates`
+(change data feed) tables with a few rows each, and registers
+`assets/platform.sql`; every build writes the same rows (seeded), so a lake
+built twice gives the same derived rows (commit timestamps differ, and the
+views do not select them).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import DataFrame, SparkSession
+
+from chronolake.catalog import Catalog
+from chronolake.demo import CDF_ON, DEMO_START, RATES_SCHEMA, append_orders, change_rate
+from chronolake.lake import DeltaRsBackend
+from chronolake.runtime.faults import FAULT_ENV
+
+REPO = Path(__file__).resolve().parents[1]
+PLATFORM_SQL = REPO / "assets" / "platform.sql"
+ORDERS_PER_BATCH = 40
+SIGKILL_RETURNCODE = -9
+SUBPROCESS_TIMEOUT_S = 600
+
+
+@dataclass
+class Exercised:
+    """What the reliability tests exercised, for the summary at the end of the run."""
+
+    fault_points: set[str] = field(default_factory=set)
+    crash_restarts: int = 0
+    bad_inputs: set[str] = field(default_factory=set)
+    concurrent_runs: int = 0
+
+
+    def lines(self) -> list[str]:
+        faults = ", ".join(sorted(self.fault_points))
+        bad = "; ".join(sorted(self.bad_inputs))
+        return [
+            f"fault points killed with SIGKILL: {len(self.fault_points)} ({faults})",
+            f"crash-restart cycles: {self.crash_restarts}",
+            f"bad inputs: {len(self.bad_inputs)} ({bad})",
+            f"concurrent-run checks: {self.concurrent_runs}",
+        ]
+
+
+EXERCISED = Exercised()
+
+
+class _ReliabilitySummary:
+    """A pytest plugin, registered by the reliability tests, that prints `EXERCISED`."""
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        terminalreporter.section("reliability: what the tests exercised")
+        for line in EXERCISED.lines():
+            terminalreporter.write_line(line)
+
+
+def register_summary(config: pytest.Config) -> None:
+    """Print what was exercised at the end of the session (once, whoever asks first)."""
+    if not config.pluginmanager.has_plugin("chronolake-reliability"):
+        config.pluginmanager.register(_ReliabilitySummary(), "chronolake-reliability")
+
+
+def build_tiny_lake(
+    root: Path, spark: SparkSession | None = None, *, rates_cdf: bool = True
+) -> Catalog:
+    """Batch 0 of `orders` and `rates` (with an update), the reference DDL registered;
+    `rates_cdf=False` writes `rates` without the change data feed."""
+    root.mkdir(parents=True, exist_ok=True)
+    t = DEMO_START
+    rates = pa.table(
+        {
+            "currency": ["USD", "EUR", "JPY"],
+            "rate": pa.array([Decimal("1.0"), Decimal("1.08"), Decimal("0.0067")],
+                             pa.decimal128(38, 10)),
+            "currency_time": pa.array([t, t, t], pa.timestamp("us")),
+        },
+        schema=RATES_SCHEMA,
+    )
+    write_deltalake(root / "rates", rates, configuration=CDF_ON if rates_cdf else None)
+    change_rate(DeltaTable(root / "rates"), "EUR", "1.10", t + timedelta(minutes=5))
+    add_batch(root, 0)
+    catalog = Catalog(root, spark)
+    list(catalog.run_script(PLATFORM_SQL.read_text()))
+    return catalog
+
+
+def add_batch(root: Path, batch: int) -> None:
+    """One more commit of orders 15 minutes later than the last, and a rate change after
+    them (so the build watermark lets the batch's orders through)."""
+    start = DEMO_START + timedelta(minutes=15 * batch)
+    append_orders(root / "orders", rng=random.Random(batch), first_id=batch * ORDERS_PER_BATCH,
+                  count=ORDERS_PER_BATCH, start=start)
+    rate = str(Decimal("1.10") + Decimal(batch + 1) / 100)
+    change_rate(DeltaTable(root / "rates"), "EUR", rate, start + timedelta(minutes=16))
+
+
+def run_in_subprocess(
+    lake: Path, name: str, *, fault: str | None = None, full_refresh: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Run derived table `name` in a fresh Python process (its own JVM), with `fault` armed."""
+    code = textwrap.dedent(
+        f"""
+        from chronolake.catalog import Catalog
+        from chronolake.runtime.derived import DerivedTable
+        result = DerivedTable(Catalog({str(lake)!r}), {name!r}).run(full_refresh={full_refresh})
+        print(result.model_dump_json())
+        """
+    )
+    env = {key: value for key, value in os.environ.items() if key != FAULT_ENV}
+    if fault is not None:
+        env[FAULT_ENV] = fault
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True,
+        timeout=SUBPROCESS_TIMEOUT_S, check=False,
+    )
+
+
+def delta_rows(spark: SparkSession, path: Path) -> DataFrame:
+    """The latest snapshot of the Delta table at `path`."""
+    return DeltaRsBackend(spark).snapshot(path)
+
+
+def same_rows(left: DataFrame, right: DataFrame) -> bool:
+    """Equal as multisets of rows: nothing missing, nothing extra, nothing twice."""
+    if sorted(left.columns) != sorted(right.columns):
+        return False
+    right = right.select(*left.columns)
+    return left.exceptAll(right).isEmpty() and right.exceptAll(left).isEmpty()
+
+
+def files_under(path: Path) -> set[str]:
+    """Every file below `path` (relative names), to prove a failed run wrote nothing."""
+    if not path.exists():
+        return set()
+    return {str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()}

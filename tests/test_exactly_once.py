@@ -1,0 +1,254 @@
+"""Exactly once under crashes and concurrency, and full refresh.
+
+A crash test kills a run with SIGKILL at a named fault point (in a subprocess,
+`CHRONOLAKE_FAULT=<point>`), runs again, and compares the output row for row
+with a run that never crashed over the same commits: nothing lost, nothing
+twice. Between the crash and the rerun, a reader of the output sees the rows of
+the last committed run or of the crashed run as a whole, never a part of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from _crash import (
+    EXERCISED,
+    REPO,
+    SIGKILL_RETURNCODE,
+    add_batch,
+    build_tiny_lake,
+    delta_rows,
+    files_under,
+    register_summary,
+    run_in_subprocess,
+    same_rows,
+)
+from pyspark.sql import DataFrame, SparkSession
+
+from chronolake.catalog import Catalog
+from chronolake.errors import RunError
+from chronolake.lake import DeltaRsBackend
+from chronolake.runtime.checkpoint import Checkpoint
+from chronolake.runtime.derived import DerivedTable, output_path
+from chronolake.runtime.faults import FaultPoint
+from chronolake.runtime.lock import lock_path, run_lock
+from chronolake.runtime.result import RunResult, RunStatus
+
+VIEW = "orders_enriched"
+# Before this point a killed run has written nothing a reader sees.
+_FIRST_WRITE = list(FaultPoint).index(FaultPoint.AFTER_OUTPUT)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _reliability_summary(pytestconfig: pytest.Config) -> None:
+    register_summary(pytestconfig)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Runs that never crashed: `template` after run 1 (batch 0); `lake` after runs 2 and
+    3 (batches 1 and 2); each run's output version and checkpoint."""
+
+    template: Path
+    lake: Path
+    output_versions: dict[int, int]
+    checkpoints: dict[int, Checkpoint]
+
+    def output(self, spark: SparkSession, run: int) -> DataFrame:
+        path = output_path(self.lake, VIEW)
+        return DeltaRsBackend(spark).snapshot(path, self.output_versions[run])
+
+
+def _run(spark: SparkSession, lake: Path) -> RunResult:
+    return DerivedTable(Catalog(lake, spark), VIEW).run()
+
+
+def _checkpoint(lake: Path) -> Checkpoint:
+    return DerivedTable(Catalog(lake), VIEW).store.latest()
+
+
+@pytest.fixture(scope="module")
+def reference(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Reference:
+    root = tmp_path_factory.mktemp("exactly_once")
+    template, lake = root / "template", root / "reference"
+    results = {1: DerivedTable(build_tiny_lake(template, spark), VIEW).run()}
+    checkpoints = {1: _checkpoint(template)}
+    shutil.copytree(template, lake)
+    for run in (2, 3):
+        add_batch(lake, run - 1)
+        results[run] = _run(spark, lake)
+        checkpoints[run] = _checkpoint(lake)
+    assert all(r.status is RunStatus.COMMITTED and r.output_version for r in results.values())
+    versions = {run: r.output_version or 0 for run, r in results.items()}
+    return Reference(template, lake, versions, checkpoints)
+
+
+def _assert_same_position(checkpoint: Checkpoint, expected: Checkpoint) -> None:
+    assert checkpoint.run == expected.run
+    assert {n: p.version for n, p in checkpoint.inputs.items()} == {
+        n: p.version for n, p in expected.inputs.items()
+    }
+    assert checkpoint.watermark == expected.watermark
+    assert checkpoint.counters["pending_rows"] == expected.counters["pending_rows"]
+
+
+def _crash(lake: Path, fault: FaultPoint, *, full_refresh: bool = False) -> None:
+    crashed = run_in_subprocess(lake, VIEW, fault=fault.value, full_refresh=full_refresh)
+    assert crashed.returncode == SIGKILL_RETURNCODE, crashed.stderr[-3000:]
+    EXERCISED.fault_points.add(fault.value)
+    EXERCISED.crash_restarts += 1
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.parametrize("fault", list(FaultPoint), ids=[f.value for f in FaultPoint])
+def test_a_run_killed_at_any_fault_point_is_redone_exactly_once(
+    spark: SparkSession, reference: Reference, tmp_path: Path, fault: FaultPoint
+) -> None:
+    lake = tmp_path / "lake"
+    shutil.copytree(reference.template, lake)
+    add_batch(lake, 1)
+    _crash(lake, fault)
+
+    seen = delta_rows(spark, output_path(lake, VIEW))
+    wrote = list(FaultPoint).index(fault) >= _FIRST_WRITE
+    assert same_rows(seen, reference.output(spark, 2 if wrote else 1))
+
+    rerun = _run(spark, lake)
+    done = fault is FaultPoint.AFTER_CHECKPOINT
+    assert rerun.status is (RunStatus.UP_TO_DATE if done else RunStatus.COMMITTED)
+    assert rerun.run == 2
+    assert same_rows(delta_rows(spark, output_path(lake, VIEW)), reference.output(spark, 2))
+    _assert_same_position(_checkpoint(lake), reference.checkpoints[2])
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_incremental_runs_across_two_crashes_match_runs_that_never_crashed(
+    spark: SparkSession, reference: Reference, tmp_path: Path
+) -> None:
+    lake = tmp_path / "lake"
+    shutil.copytree(reference.template, lake)
+    for batch, fault in ((1, FaultPoint.AFTER_SIDE_OUTPUT), (2, FaultPoint.AFTER_STATE)):
+        add_batch(lake, batch)
+        _crash(lake, fault)
+        assert _run(spark, lake).status is RunStatus.COMMITTED
+    assert same_rows(
+        delta_rows(spark, output_path(lake, VIEW)), reference.output(spark, 3)
+    )
+    _assert_same_position(_checkpoint(lake), reference.checkpoints[3])
+    again = _run(spark, lake)  # no new commits: nothing to do, and it says so
+    assert again.status is RunStatus.UP_TO_DATE
+    assert again.message == "no new commits in any input since the last run: nothing to do"
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_killed_full_refresh_is_finished_by_the_next_run_with_the_incremental_rows(
+    spark: SparkSession, reference: Reference, tmp_path: Path
+) -> None:
+    lake = tmp_path / "lake"
+    shutil.copytree(reference.lake, lake)
+    _crash(lake, FaultPoint.AFTER_OUTPUT, full_refresh=True)
+    # the refresh replaced the output in one commit: a reader sees all of it
+    assert same_rows(delta_rows(spark, output_path(lake, VIEW)), reference.output(spark, 3))
+
+    finished = _run(spark, lake)  # an ordinary run finishes the interrupted refresh first
+    assert finished.message.startswith("run 4 rebuilt the table from scratch with")
+    assert same_rows(delta_rows(spark, output_path(lake, VIEW)), reference.output(spark, 3))
+    checkpoint, expected = _checkpoint(lake), reference.checkpoints[3]
+    assert checkpoint.run == 4
+    assert {n: p.version for n, p in checkpoint.inputs.items()} == {
+        n: p.version for n, p in expected.inputs.items()
+    }
+    assert checkpoint.counters["pending_rows"] == expected.counters["pending_rows"]
+
+
+def _wait_for_holder(path: Path, pid: int, process: subprocess.Popen[str]) -> None:
+    """Until process `pid` holds the lock at `path` (it writes its pid there once it does)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if json.loads(path.read_text() or "{}").get("pid") == pid:
+                return
+        except (OSError, json.JSONDecodeError):
+            pass
+        time.sleep(0.05)
+    pytest.fail(f"the first run never took the lock: {process.communicate()[1][-3000:]}")
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_two_runs_started_together_one_commits_the_other_fails_and_changes_nothing(
+    spark: SparkSession, reference: Reference, tmp_path: Path
+) -> None:
+    lake = tmp_path / "lake"
+    shutil.copytree(reference.template, lake)
+    add_batch(lake, 1)
+    code = (
+        "from chronolake.catalog import Catalog\n"
+        "from chronolake.runtime.derived import DerivedTable\n"
+        f"print(DerivedTable(Catalog({str(lake)!r}), {VIEW!r}).run().model_dump_json())\n"
+    )
+    first = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for_holder(lock_path(lake / "_chronolake" / "locks", VIEW), first.pid, first)
+        with pytest.raises(
+            RunError, match=rf"another run of 'orders_enriched' is in progress \(pid "
+            rf"{first.pid} on .*\); .*this run read and changed nothing"
+        ):
+            _run(spark, lake)
+        out, err = first.communicate(timeout=600)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, err[-3000:]
+    assert json.loads(out.splitlines()[-1])["status"] == RunStatus.COMMITTED.value
+    assert same_rows(delta_rows(spark, output_path(lake, VIEW)), reference.output(spark, 2))
+    _assert_same_position(_checkpoint(lake), reference.checkpoints[2])
+    state = lake / "_chronolake" / "state" / VIEW
+    assert not (state / "intent-00000003.json").exists()
+    assert "run-00000003" not in {f.split("/")[0] for f in files_under(state)}
+    EXERCISED.concurrent_runs += 1
+
+
+def test_the_run_lock_admits_one_holder_and_is_freed_when_the_holder_is_killed(
+    tmp_path: Path,
+) -> None:
+    busy = rf"another run of 't' is in progress \(pid {os.getpid()} on "
+    with run_lock(tmp_path, "t"), pytest.raises(RunError, match=busy), run_lock(tmp_path, "t"):
+        pass
+    with run_lock(tmp_path, "t"):  # released on exit
+        pass
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from pathlib import Path\n"
+         "from chronolake.runtime.lock import run_lock\n"
+         f"with run_lock(Path({str(tmp_path)!r}), 't'):\n"
+         "    print('locked', flush=True); time.sleep(600)\n"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(RunError, match=rf"\(pid {holder.pid} on "), run_lock(tmp_path, "t"):
+            pass
+        os.kill(holder.pid, signal.SIGKILL)  # no cleanup runs: the kernel frees the lock
+        holder.wait(timeout=60)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    with run_lock(tmp_path, "t"):
+        pass
+    EXERCISED.concurrent_runs += 1
