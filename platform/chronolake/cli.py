@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from chronolake.errors import ChronolakeError
+from chronolake.runtime.source_checks import OverwritePolicy
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -103,24 +104,29 @@ LAKE_OPTION = click.option(
 @click.option(
     "--full-refresh",
     is_flag=True,
-    help="Forget the table's output, state and checkpoints and rebuild it from every input commit.",
+    help="Rebuild the table from scratch: every input commit is read again and the output, late "
+    "rows and state are replaced (same exactly-once protocol as any run).",
 )
-def run(table: str, lake: Path, full_refresh: bool) -> None:
+@click.option(
+    "--on-source-overwrite",
+    type=click.Choice([p.value for p in OverwritePolicy]),
+    default=OverwritePolicy.FAIL.value,
+    show_default=True,
+    help="When a source was rewritten by OVERWRITE since the last run: stop with an error "
+    "(fail), or rebuild this table from scratch (full-refresh).",
+)
+def run(table: str, lake: Path, full_refresh: bool, on_source_overwrite: str) -> None:
     """Bring the view TABLE up to date: read new commits, emit, commit exactly once."""
     from chronolake.catalog import Catalog
     from chronolake.output import print_run
+    from chronolake.runtime.views import materialize_view
 
     try:
-        catalog = Catalog(lake)
         with _spinner(f"running {table}"):
-            if full_refresh:
-                from chronolake.runtime.refresh import full_refresh as refresh
-
-                result = refresh(catalog, table)
-            else:
-                from chronolake.runtime.views import materialize_view
-
-                result = materialize_view(catalog, table)
+            result = materialize_view(
+                Catalog(lake), table, full_refresh=full_refresh,
+                on_source_overwrite=OverwritePolicy(on_source_overwrite),
+            )
         print_run(result)
     except ChronolakeError as error:
         click.echo(f"error: {error}", err=True)

@@ -18,6 +18,7 @@ from dagster import (
     AssetExecutionContext,
     AssetKey,
     AssetsDefinition,
+    Config,
     DataVersion,
     MaterializeResult,
     ObserveResult,
@@ -26,6 +27,7 @@ from dagster import (
     observable_source_asset,
 )
 from dagster_pyspark import PySparkResource
+from pydantic import Field
 
 from chronolake.catalog import load_entries
 from chronolake.dagster.checks import primary_key_check, run_check_results, run_check_specs
@@ -33,6 +35,7 @@ from chronolake.dagster.metadata import run_metadata, table_definition_metadata
 from chronolake.dagster.resources import LakeResource
 from chronolake.lake.tables import table_row_count, table_version
 from chronolake.runtime.derived import output_path
+from chronolake.runtime.source_checks import OverwritePolicy
 from chronolake.runtime.views import is_incremental, materialize_view
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.sql.query import referenced_tables
@@ -53,6 +56,19 @@ def chronolake_assets(lake_root: str | os.PathLike[str]) -> list[AssetsDefinitio
         else:
             definitions.append(_view_asset(spec, output_path(root, spec.name)))
     return definitions
+
+
+class RunConfig(Config):
+    """A view run's launchpad config: `ops: {orders_enriched: {config: {full_refresh: true}}}`."""
+
+    full_refresh: bool = Field(
+        False, description="Rebuild from scratch, replacing the output, late rows and state."
+    )
+    on_source_overwrite: OverwritePolicy = Field(
+        OverwritePolicy.FAIL,
+        description="When a source was rewritten by OVERWRITE since the last run: fail, or "
+        "full-refresh.",
+    )
 
 
 def chronolake_asset_checks(lake_root: str | os.PathLike[str]) -> list[AssetChecksDefinition]:
@@ -102,11 +118,17 @@ def _view_asset(spec: ViewSpec, path: Path) -> AssetsDefinition:
         kinds={"spark", "delta"},
     )
     def _materialize(
-        context: AssetExecutionContext, pyspark: PySparkResource, lake: LakeResource
+        context: AssetExecutionContext,
+        config: RunConfig,
+        pyspark: PySparkResource,
+        lake: LakeResource,
     ) -> MaterializeResult:
         catalog = lake.catalog(pyspark.spark_session)
         started = time.monotonic()
-        result = materialize_view(catalog, spec.name)
+        result = materialize_view(
+            catalog, spec.name, full_refresh=config.full_refresh,
+            on_source_overwrite=config.on_source_overwrite,
+        )
         seconds = time.monotonic() - started
         context.log.info(f"{spec.name}: {result.message} in {seconds:.1f} s")
         checks = (

@@ -406,7 +406,7 @@ class DerivedTable:
 
         version = write(step.output, self.output_path, app)
         fault_point(FaultPoint.AFTER_OUTPUT)
-        write(step.late, self.late_path, f"{app}/late")
+        write(_stored(step.late, prefix="source"), self.late_path, f"{app}/late")
         fault_point(FaultPoint.AFTER_SIDE_OUTPUT)
         if step.history is not None:
             write(_stored(step.history), self.history_path, f"{app}/history")
@@ -425,11 +425,7 @@ def _build_table(catalog: Catalog, build: TableSpec | ViewSpec) -> TableSpec:
     """The table whose commits feed the build side (a deduplication view's source)."""
     if isinstance(build, TableSpec):
         return build
-    if build.deduplication is None:
-        raise DefinitionError(
-            f"the build side {build.name!r} is a view but not a deduplication view; join a "
-            "table or a ROW_NUMBER() = 1 view"
-        )
+    assert build.deduplication is not None, "planning refuses other views"
     source = catalog.spec(build.deduplication.source)
     if not isinstance(source, TableSpec):
         raise DefinitionError(
@@ -439,10 +435,11 @@ def _build_table(catalog: Catalog, build: TableSpec | ViewSpec) -> TableSpec:
     return source
 
 
-def _stored(frame: DataFrame) -> DataFrame:
-    """State rows as stored: system columns renamed, since Delta reads add their own."""
+def _stored(frame: DataFrame, *, prefix: str = _STORED) -> DataFrame:
+    """Rows as stored in chronolake's own tables: system columns renamed (`state_position`,
+    `source_position`), since Delta reads add their own."""
     return frame.select(
-        *[F.col(f"`{c}`").alias(f"{_STORED}{c}" if c in SYSTEM_COLUMNS else c)
+        *[F.col(f"`{c}`").alias(f"{prefix}{c}" if c in SYSTEM_COLUMNS else c)
           for c in frame.columns]
     )
 

@@ -7,6 +7,7 @@ from chronolake.clock import Clock
 from chronolake.errors import DefinitionError
 from chronolake.runtime.derived import DerivedTable, output_path
 from chronolake.runtime.result import RunResult, RunStatus
+from chronolake.runtime.source_checks import OverwritePolicy
 from chronolake.schema import ViewSpec
 from chronolake.sql.query import temporal_joins
 
@@ -16,15 +17,28 @@ def is_incremental(view: ViewSpec) -> bool:
     return bool(temporal_joins(view.query))
 
 
-def materialize_view(catalog: Catalog, name: str, *, clock: Clock | None = None) -> RunResult:
-    """Bring the view's Delta table under `_chronolake/views/` up to date with its inputs."""
+def materialize_view(
+    catalog: Catalog,
+    name: str,
+    *,
+    clock: Clock | None = None,
+    full_refresh: bool = False,
+    on_source_overwrite: OverwritePolicy = OverwritePolicy.FAIL,
+) -> RunResult:
+    """Bring the view's Delta table under `_chronolake/views/` up to date with its inputs.
+
+    `full_refresh` rebuilds an incremental view from scratch (a recomputed view is
+    rebuilt every time anyway); `on_source_overwrite` says what an incremental run
+    does when a source was rewritten by OVERWRITE since its checkpoint.
+    """
     view = catalog.spec(name)
     if not isinstance(view, ViewSpec):
         raise DefinitionError(
             f"{name!r} is a table: tables are observed, not materialized; materialize a view"
         )
     if is_incremental(view):
-        return DerivedTable(catalog, name, clock=clock).run()
+        derived = DerivedTable(catalog, name, clock=clock, on_source_overwrite=on_source_overwrite)
+        return derived.run(full_refresh=full_refresh)
     frame = catalog.table(name).localCheckpoint()
     version = catalog.backend.overwrite_dataframe(frame, output_path(catalog.root, name))
     rows = frame.count()
