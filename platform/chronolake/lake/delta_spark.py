@@ -117,6 +117,7 @@ class DeltaSparkBackend(LakeBackend):
         # DESCRIBE DETAIL knows only the latest version's partitioning and properties;
         # metadata changes inside a read range still come from the log (see `changes`).
         detail = DeltaTable.forPath(self.spark, str(path)).detail()
+        # DESCRIBE DETAIL is one row of table metadata.
         (row,) = detail.select("partitionColumns", "properties").collect()
         return TableMetadata(
             schema=schema,
@@ -131,6 +132,7 @@ class DeltaSparkBackend(LakeBackend):
         if not present:
             return {}
         # The commit files' lines: metadata-sized, collected on the driver.
+        # The Delta log's JSON lines, not table data: metadata-sized, parsed on the driver.
         rows = (
             self.spark.read.text(present)
             .select(

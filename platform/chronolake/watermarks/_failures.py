@@ -21,6 +21,7 @@ from chronolake.watermarks._progress import GENERATED, SPLIT
 
 def _fails(frame: DataFrame) -> bool:
     try:
+        # One count read back, only on the error path: metadata-sized.
         frame.agg(F.count(F.col(GENERATED))).collect()
     except PythonException:
         return True
