@@ -298,6 +298,7 @@ class DerivedTable:
             if late.limit(1).count():
                 history = self._history(new_events)
                 matched = matched.unionByName(matched_versions(self.plan, late, history))
+        matched = matched.localCheckpoint()  # used by the output and by the figures
         output = join_query(self.plan, ready.drop(*_INTERNAL_COLUMNS), matched).localCheckpoint()
         retained = retained_versions(events, self.plan.build_keys, self.build_time, threshold)
         figures = _figures(
@@ -331,7 +332,7 @@ class DerivedTable:
                 "processing time (its watermark follows event time); declare it with "
                 "'scan.startup.mode' = 'snapshot-then-changelog' or without WATERMARK FOR"
             )
-        matched = matched_latest(self.plan, ready, latest)
+        matched = matched_latest(self.plan, ready, latest).localCheckpoint()
         output = join_query(self.plan, ready.drop(*_INTERNAL_COLUMNS), matched).localCheckpoint()
         figures = _figures(
             rows_in=probe.rows, build_in=build.rows, ready=ready, output=output,
