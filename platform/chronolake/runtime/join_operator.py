@@ -1,0 +1,202 @@
+"""The temporal join as a run operator: probe rows wait for the watermark, then join.
+
+Event time (`FOR SYSTEM_TIME AS OF o.rowtime`): a probe row is emitted once the
+combined watermark of both inputs reaches its rowtime and joins the version of
+its key valid then among the build events arrived so far. State keeps the
+build versions newer than the watermark plus the latest one at or below it;
+every build event is also appended to the history, where a late probe row (at
+or below the state's horizon) finds the version valid at its rowtime.
+
+Processing time (`FOR SYSTEM_TIME AS OF o.proctime`): probe rows wait until the
+build side's watermark follows processing time (a source without watermarks at
+once, a hybrid source once its snapshot is read), then join the latest version
+of their key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from chronolake.catalog import Catalog
+from chronolake.errors import DefinitionError
+from chronolake.joins.temporal import join_query, latest_versions, matched_latest, matched_versions
+from chronolake.joins.versions import STALE_VERSION, mark_stale_versions, retained_versions
+from chronolake.runtime.inputs import InputRead
+from chronolake.runtime.operator import (
+    Operator,
+    RunContext,
+    Step,
+    count_figures,
+    without_annotations,
+)
+from chronolake.schema import TableSpec, ViewSpec
+from chronolake.sql.temporal import TemporalJoinPlan, TimeMode, plan_temporal_join
+from chronolake.watermarks._late import LateReason, side_table_rows
+from chronolake.watermarks.assigner import LATE_COLUMN
+from chronolake.watermarks.watermark import Watermark
+
+
+class TemporalJoinOperator(Operator):
+    """A view whose query joins a probe table with a versioned (or regular) build side."""
+
+    def __init__(self, catalog: Catalog, view: ViewSpec) -> None:
+        self.plan: TemporalJoinPlan = plan_temporal_join(view.query, catalog.specs())
+        self.probe = self.plan.probe
+        self.build = _build_table(catalog, self.plan.build)
+        self.inputs = (self.probe, self.build)
+        self.event_time = self.plan.mode is TimeMode.EVENT_TIME
+
+    def step(
+        self,
+        context: RunContext,
+        reads: Mapping[str, InputRead],
+        watermark: Watermark,
+        watermark_ms: int | None,
+    ) -> Step:
+        probe, build = reads[self.probe.name], reads[self.build.name]
+        if self.event_time:
+            return self._event_time_step(context, probe, build, watermark_ms)
+        return self._processing_time_step(context, probe, build)
+
+    def _event_time_step(
+        self, context: RunContext, probe: InputRead, build: InputRead, watermark_ms: int | None
+    ) -> Step:
+        threshold = watermark_ms if watermark_ms is not None else Watermark.MIN_WATERMARK.timestamp
+        rows = _with_pending(context, probe.rows).localCheckpoint()
+        rowtime_ms = F.unix_micros(F.col(self.plan.probe_time).cast("timestamp")) / 1000
+        ready = rows.where(rowtime_ms <= threshold).localCheckpoint()
+        pending = rows.where(rowtime_ms > threshold)
+        nulls = rows.where(F.col(self.plan.probe_time).isNull())
+
+        build_rows = self._version_events(context, build.rows)
+        new_events = build_rows.where(F.col("__tj_new")).drop("__tj_new")
+        events = build_rows.drop("__tj_new").localCheckpoint()
+
+        horizon = context.checkpoint.horizon
+        if horizon is None:
+            matched = matched_versions(self.plan, ready, events)
+        else:
+            fresh, late = ready.where(rowtime_ms > horizon), ready.where(rowtime_ms <= horizon)
+            matched = matched_versions(self.plan, fresh, events)
+            if late.limit(1).count():
+                stored = context.history()
+                history = new_events if stored is None else stored.unionByName(new_events)
+                matched = matched.unionByName(matched_versions(self.plan, late, history))
+        matched = matched.localCheckpoint()  # used by the output and by the figures
+        output = join_query(self.plan, without_annotations(ready), matched).localCheckpoint()
+        retained = retained_versions(
+            events, self.plan.build_keys, self.build_time, threshold
+        ).localCheckpoint()
+        late_rows = side_table_rows(nulls, LateReason.NULL_ROWTIME)
+        figures = _figures(probe, build, ready, output, matched, pending, late_rows, retained)
+        return Step(
+            output=output,
+            late=late_rows,
+            state={"pending": pending, "versions": retained},
+            history=new_events,
+            figures=figures,
+        )
+
+    def _processing_time_step(
+        self, context: RunContext, probe: InputRead, build: InputRead
+    ) -> Step:
+        rows = _with_pending(context, probe.rows).localCheckpoint()
+        previous = context.state("latest")
+        events = without_annotations(build.rows)
+        if previous is not None:
+            events = previous.unionByName(events, allowMissingColumns=True)
+        latest = latest_versions(events, self.plan.build_keys).localCheckpoint()
+        if build.watermark.use_processing_time:
+            ready, pending, reason = rows, rows.limit(0), None
+        else:
+            ready, pending = rows.limit(0), rows
+            reason = (
+                f"probe rows are held: the build side {self.build.name!r} has not switched to "
+                "processing time (its watermark follows event time); declare it with "
+                "'scan.startup.mode' = 'snapshot-then-changelog' or without WATERMARK FOR"
+            )
+        matched = matched_latest(self.plan, ready, latest).localCheckpoint()
+        output = join_query(self.plan, without_annotations(ready), matched).localCheckpoint()
+        late_rows = side_table_rows(rows.limit(0), LateReason.NULL_ROWTIME)
+        figures = _figures(probe, build, ready, output, matched, pending, late_rows, latest)
+        return Step(
+            output=output,
+            late=late_rows,
+            state={"pending": pending, "latest": latest},
+            history=None,
+            figures=figures,
+            waiting_reason=reason,
+        )
+
+    @property
+    def build_time(self) -> str:
+        assert self.plan.build_time is not None
+        return self.plan.build_time
+
+    def _version_events(self, context: RunContext, new_rows: DataFrame) -> DataFrame:
+        """State versions plus this run's build events (`__tj_new` marks the latter); for a
+        deduplication view, versions older than their key's current one are dropped."""
+        fresh = without_annotations(new_rows).withColumn("__tj_new", F.lit(True))
+        previous = context.state("versions")
+        events = fresh if previous is None else previous.withColumn(
+            "__tj_new", F.lit(False)
+        ).unionByName(fresh)
+        if isinstance(self.plan.build, ViewSpec):
+            marked = mark_stale_versions(events, self.plan.build_keys, self.build_time)
+            events = marked.where(~F.col(STALE_VERSION)).drop(STALE_VERSION)
+        return events
+
+
+def _build_table(catalog: Catalog, build: TableSpec | ViewSpec) -> TableSpec:
+    """The table whose commits feed the build side (a deduplication view's source)."""
+    if isinstance(build, TableSpec):
+        return build
+    assert build.deduplication is not None, "planning refuses other views"
+    source = catalog.spec(build.deduplication.source)
+    if not isinstance(source, TableSpec):
+        raise DefinitionError(
+            f"deduplication view {build.name!r} reads {source.name!r}, a view; runs need it to "
+            "read a table"
+        )
+    return source
+
+
+def _with_pending(context: RunContext, new_rows: DataFrame) -> DataFrame:
+    pending = context.state("pending")
+    return new_rows if pending is None else pending.unionByName(new_rows)
+
+
+def _figures(
+    probe: InputRead, build: InputRead, ready: DataFrame, output: DataFrame,
+    matched: DataFrame, pending: DataFrame, late: DataFrame, kept_versions: DataFrame,
+) -> dict[str, int]:
+    """The run's figures, counted in one Spark job."""
+    counts = count_figures({
+        "probe_rows_in": probe.rows,
+        "build_rows_in": build.rows,
+        "late_probe_rows": probe.rows.where(F.col(LATE_COLUMN)),
+        "late_build_rows": build.rows.where(F.col(LATE_COLUMN)),
+        "emitted_probe_rows": ready,
+        "matched_rows": matched,
+        "rows_out": output,
+        "pending_rows": pending,
+        "invalid_rows": late,
+        "kept_versions": kept_versions,
+    })
+    return {
+        "rows_in": counts["probe_rows_in"] + counts["build_rows_in"],
+        "probe_rows_in": counts["probe_rows_in"],
+        "build_rows_in": counts["build_rows_in"],
+        "late_probe_rows": counts["late_probe_rows"],
+        "late_build_rows": counts["late_build_rows"],
+        "late_rows": counts["late_probe_rows"] + counts["late_build_rows"],
+        "emitted_probe_rows": counts["emitted_probe_rows"],
+        "unmatched_rows": counts["emitted_probe_rows"] - counts["matched_rows"],
+        "rows_out": counts["rows_out"],
+        "pending_rows": counts["pending_rows"],
+        "invalid_rows": counts["invalid_rows"],
+        "state_rows": counts["pending_rows"] + counts["kept_versions"],
+    }

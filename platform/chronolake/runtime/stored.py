@@ -1,0 +1,31 @@
+"""How rows are stored in chronolake's own Delta tables (state, history, late rows).
+
+Delta reads add their own system columns (`_commit_version`, ...), so the
+changelog's system columns are stored renamed: `state_commit_version` in state
+and history tables, `source_commit_version` in side tables.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from chronolake.lake.changelog import SYSTEM_COLUMNS
+
+STATE_PREFIX = "state"
+SOURCE_PREFIX = "source"
+
+
+def stored(frame: DataFrame, *, prefix: str = STATE_PREFIX) -> DataFrame:
+    """`frame` with its system columns renamed for storage (`_position` → `state_position`)."""
+    return frame.select(
+        *[F.col(f"`{c}`").alias(f"{prefix}{c}" if c in SYSTEM_COLUMNS else c)
+          for c in frame.columns]
+    )
+
+
+def from_stored(frame: DataFrame) -> DataFrame:
+    """State or history rows as the changelog they were stored from."""
+    return frame.select(
+        *[F.col(f"`{c}`").alias(c.removeprefix(STATE_PREFIX)) for c in frame.columns]
+    )
