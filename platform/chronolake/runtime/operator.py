@@ -68,6 +68,9 @@ class Operator(ABC):
     """The tables whose commits feed the operator, read by the run."""
     event_time: bool
     """Whether the output watermark follows event time (else processing time)."""
+    clock_driven: bool = False
+    """Whether the clock alone can release held rows (windows closing by processing time),
+    so a run is due even when no input moved."""
 
     @abstractmethod
     def step(

@@ -6,15 +6,20 @@ from chronolake.catalog import Catalog
 from chronolake.errors import DefinitionError
 from chronolake.runtime.join_operator import TemporalJoinOperator
 from chronolake.runtime.operator import Operator
+from chronolake.runtime.window_operator import WindowAggregateOperator
 from chronolake.schema import ViewSpec
 from chronolake.sql.query import temporal_joins
+from chronolake.sql.window import is_window_aggregate
 
 
 def operator_for(catalog: Catalog, view: ViewSpec) -> Operator:
     """The operator of an incrementally materialized view."""
     if temporal_joins(view.query):
         return TemporalJoinOperator(catalog, view)
+    if is_window_aggregate(view.query):
+        return WindowAggregateOperator(catalog, view)
     raise DefinitionError(
-        f"view {view.name!r} has no temporal join: it is recomputed as a whole, not run "
-        "incrementally; materialize it with chronolake.runtime.views.materialize_view"
+        f"view {view.name!r} has neither a temporal join nor a window aggregate: it is "
+        "recomputed as a whole, not run incrementally; materialize it with "
+        "chronolake.runtime.views.materialize_view"
     )

@@ -26,6 +26,5 @@ def stored(frame: DataFrame, *, prefix: str = STATE_PREFIX) -> DataFrame:
 
 def from_stored(frame: DataFrame) -> DataFrame:
     """State or history rows as the changelog they were stored from."""
-    return frame.select(
-        *[F.col(f"`{c}`").alias(c.removeprefix(STATE_PREFIX)) for c in frame.columns]
-    )
+    renamed = {f"{STATE_PREFIX}{c}": c for c in SYSTEM_COLUMNS}
+    return frame.select(*[F.col(f"`{c}`").alias(renamed.get(c, c)) for c in frame.columns])

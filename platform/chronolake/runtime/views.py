@@ -1,4 +1,5 @@
-"""Materializing any view: incrementally when it has a temporal join, else by recomputing it."""
+"""Materializing any view: incrementally when it has a temporal join or aggregates windows,
+else by recomputing it."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from chronolake.runtime.result import RunResult, RunStatus
 from chronolake.runtime.source_checks import OverwritePolicy
 from chronolake.schema import ViewSpec
 from chronolake.sql.query import temporal_joins
+from chronolake.sql.window import is_window_aggregate
 
 
 def is_incremental(view: ViewSpec) -> bool:
-    """Views with a temporal join run incrementally; others are recomputed as a whole."""
-    return bool(temporal_joins(view.query))
+    """Views with a temporal join or a window aggregate (TUMBLE / HOP) run incrementally;
+    others are recomputed as a whole."""
+    return bool(temporal_joins(view.query)) or is_window_aggregate(view.query)
 
 
 def materialize_view(

@@ -6,7 +6,11 @@ from chronolake.windows.tvf import (
     WINDOW_TIME,
     WindowKind,
     WindowResult,
+    Windows,
+    WindowSplit,
     hop,
+    open_windows,
+    split_windows,
     tumble,
 )
 
@@ -16,6 +20,10 @@ __all__ = [
     "WINDOW_TIME",
     "WindowKind",
     "WindowResult",
+    "WindowSplit",
+    "Windows",
     "hop",
+    "open_windows",
+    "split_windows",
     "tumble",
 ]

@@ -4,6 +4,9 @@
 `SELECT window_start, window_end, ... FROM TABLE(TUMBLE(TABLE orders,
 DESCRIPTOR(order_time), INTERVAL '10' MINUTES)) GROUP BY window_start,
 window_end`, run over one run's rows with state carried between runs.
+`split_windows` is the core both these functions and the window views of
+`chronolake.runtime.window_operator` use: it takes watermark values, not an
+assignment, so it serves event-time and processing-time watermarks alike.
 
 Semantics, as in Flink's window aggregate operator:
 
@@ -11,7 +14,7 @@ Semantics, as in Flink's window aggregate operator:
   [k·size, (k+1)·size); a hopping window of `size` every `slide` covers
   [k·slide, k·slide + size). A row belongs to every window with
   start <= rowtime < end.
-- A window fires when the input watermark reaches end − 1 ms (its max
+- A window fires when the watermark reaches end − 1 ms (its max
   timestamp). It is emitted exactly once: in the run whose watermark crosses
   end − 1 ms; the windows still open at the end of a run keep their raw rows in
   the returned `state`, which the next run takes back. `final=True` (a bounded
@@ -23,6 +26,9 @@ Semantics, as in Flink's window aggregate operator:
   fired goes to the side table (Flink drops such a row when its last window
   fired). A row whose rowtime is late for the source but whose window is still
   open is aggregated normally.
+- Under processing-time watermarks the watermark is the clock's time: a run's
+  rows arrive at the time of the previous run's watermark, and the windows
+  whose end − 1 ms the clock has passed fire.
 - Rows with a null rowtime cannot be placed in a window: side table, reason
   `null_rowtime`. Late rows: reason `window_closed`.
 - The input is expected append-only (+I rows), as Flink's window aggregation
@@ -81,6 +87,31 @@ class WindowResult:
     def late_counts(self) -> dict[str, int]:
         """Side-table rows per reason, for the run's metadata (one small job)."""
         return count_by_reason(self.late_rows)
+
+
+@dataclass(frozen=True)
+class Windows:
+    """Epoch-aligned windows of `size_ms` every `slide_ms` (TUMBLE: slide = size)."""
+
+    kind: WindowKind
+    size_ms: int
+    slide_ms: int
+
+
+@dataclass(frozen=True)
+class WindowSplit:
+    """One run's rows, split by what the watermark did to their windows.
+
+    `fired`: one row per (input row, window that fires in this run): the input
+    columns plus `window_start`, `window_end` and `window_time` (end − 1 ms),
+    ready to be grouped by window. `late`: side-table rows (null rowtime, or
+    every window already fired on arrival). `open`: the input rows, as given,
+    that still belong to an open window: the state for the next run.
+    """
+
+    fired: DataFrame
+    late: DataFrame
+    open: DataFrame
 
 
 def tumble(
@@ -193,26 +224,64 @@ def _aggregate(
             'e.g. aggregations=[F.count("*").alias("rows")]'
         )
         raise DefinitionError(msg)
-    rows = assigned.rows.drop(LATE_COLUMN)
-    missing = [key for key in keys if key not in rows.columns]
+    columns = assigned.rows.drop(LATE_COLUMN).columns
+    missing = [key for key in keys if key not in columns]
     if missing:
         msg = (
             f"{kind} window keys {', '.join(map(repr, missing))} are not input columns; "
-            f"use some of: {', '.join(rows.columns)}"
+            f"use some of: {', '.join(columns)}"
         )
         raise DefinitionError(msg)
-    rowtime = assigned.assigner.rowtime_column()
-    rowtime_type = rows.select(rowtime).schema[0].dataType
     # The watermark this run ends at: known from the assignment, no Spark job.
     ending = LONG_MAX if final else assigned.state().watermark
-    started = assigned.start.watermark
+    split = split_windows(
+        assigned.rows,
+        Windows(kind=kind, size_ms=size_ms, slide_ms=slide_ms),
+        rowtime=assigned.assigner.rowtime_column(),
+        started=assigned.start.watermark,
+        ending=ending,
+        state=state,
+    )
+    window = (WINDOW_START, WINDOW_END, WINDOW_TIME)
+    output = split.fired.groupBy(*keys, *window).agg(*aggregations)
+    return WindowResult(
+        output=output.select(*keys, *window, *[c for c in output.columns
+                                               if c not in {*keys, *window}]),
+        late_rows=split.late,
+        state=split.open,
+        watermark=ending,
+    )
 
+
+def split_windows(
+    rows: DataFrame,
+    windows: Windows,
+    *,
+    rowtime: Column,
+    started: int,
+    ending: int,
+    state: DataFrame | None = None,
+) -> WindowSplit:
+    """Split a run's rows (changelog columns and `_watermark`) by their windows' fate.
+
+    `started` is the watermark the previous run ended at (windows whose end − 1 ms
+    is at or below it fired then), `ending` the one this run ends at: the windows
+    with `started < end − 1 <= ending` fire now, with this run's rows and the
+    `state` rows of earlier runs. A row arriving in this run is judged against the
+    watermark in force on its arrival, and never less than `started`: with
+    processing-time watermarks (rows stamped Long.MIN_VALUE) that is the clock's
+    time at the previous run, so windows close by the clock. Lazy: no Spark job.
+    """
+    rows = rows.drop(LATE_COLUMN).withColumn(
+        WATERMARK_COLUMN, F.greatest(F.col(WATERMARK_COLUMN), F.lit(started))
+    )
+    rowtime_type = rows.select(rowtime).schema[0].dataType
     null_rows = side_table_rows(rows.filter(rowtime.isNull()), LateReason.NULL_ROWTIME)
     current = rows.filter(rowtime.isNotNull())
     pending = current if state is None else _with_state(current, state)
     # A row is unusable when even its last window (the one with the largest end) has fired.
     rowtime_ms = timestamp_millis(rowtime, rowtime_type)
-    last_end = rowtime_ms - F.pmod(rowtime_ms, F.lit(slide_ms)) + F.lit(size_ms)
+    last_end = rowtime_ms - F.pmod(rowtime_ms, F.lit(windows.slide_ms)) + F.lit(windows.size_ms)
     pending = pending.withColumn(_LAST_END_MS, last_end)
     fully_late = F.col(_LAST_END_MS) - 1 <= F.col(WATERMARK_COLUMN)
     closed_rows = side_table_rows(
@@ -220,26 +289,38 @@ def _aggregate(
     )
     live = pending.filter(~fully_late)
 
-    window = F.window(rowtime, f"{size_ms} milliseconds", f"{slide_ms} milliseconds")
+    window = F.window(rowtime, f"{windows.size_ms} milliseconds",
+                      f"{windows.slide_ms} milliseconds")
     windowed = live.withColumn(_WINDOW, window)
     end_ms = timestamp_millis(F.col(f"{_WINDOW}.end"), rowtime_type)
     usable = (end_ms - 1 > F.col(WATERMARK_COLUMN)) & (end_ms - 1 > F.lit(started))
-    fired = windowed.filter(usable & (end_ms - 1 <= F.lit(ending)))
-    output = fired.groupBy(
-        *keys,
+    fired = windowed.filter(usable & (end_ms - 1 <= F.lit(ending))).select(
+        *[F.col(f"`{c}`") for c in current.columns],
         F.col(f"{_WINDOW}.start").alias(WINDOW_START),
         F.col(f"{_WINDOW}.end").alias(WINDOW_END),
-    ).agg(*aggregations)
-    window_time = F.col(WINDOW_END) - F.expr("INTERVAL 1 MILLISECOND")
-    output = output.select(*keys, WINDOW_START, WINDOW_END, window_time.alias(WINDOW_TIME), *[
-        c for c in output.columns if c not in {*keys, WINDOW_START, WINDOW_END}
-    ])
+        (F.col(f"{_WINDOW}.end") - F.expr("INTERVAL 1 MILLISECOND")).alias(WINDOW_TIME),
+    )
     open_rows = live.filter(F.col(_LAST_END_MS) - 1 > F.lit(ending)).drop(_LAST_END_MS)
-    return WindowResult(
-        output=output,
-        late_rows=null_rows.unionByName(closed_rows),
-        state=open_rows,
-        watermark=ending,
+    return WindowSplit(
+        fired=fired, late=null_rows.unionByName(closed_rows), open=open_rows
+    )
+
+
+def open_windows(
+    open_rows: DataFrame, windows: Windows, *, rowtime: Column, ending: int
+) -> DataFrame:
+    """The distinct windows (`window_start`, `window_end`) still open after watermark
+    `ending`, from the state rows `split_windows` returned (lazy)."""
+    rowtime_type = open_rows.select(rowtime).schema[0].dataType
+    window = F.window(rowtime, f"{windows.size_ms} milliseconds",
+                      f"{windows.slide_ms} milliseconds")
+    end_ms = timestamp_millis(F.col(f"{_WINDOW}.end"), rowtime_type)
+    return (
+        open_rows.select(window.alias(_WINDOW))
+        .where(end_ms - 1 > F.lit(ending))
+        .select(F.col(f"{_WINDOW}.start").alias(WINDOW_START),
+                F.col(f"{_WINDOW}.end").alias(WINDOW_END))
+        .distinct()
     )
 
 
