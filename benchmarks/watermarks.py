@@ -11,8 +11,10 @@ through Spark's `noop` sink):
 - `assign <mode>`: the same read, `WatermarkAssigner(...).assign(...)` (its
   per-(split, commit) maxima job included) and the stamped rows, `_watermark` and `_late`.
 
-Reports the median of `--repeat` runs, rows/s and the ratio to the changelog read (target
-for on-periodic: at most 1.5×), to stdout and as JSON under `benchmarks/results/`.
+Reports the median of `--repeat` runs (wall seconds, and CPU seconds of this process plus
+Spark's JVM, which a busy shared machine distorts less), rows/s and both ratios to the
+changelog read (target for on-periodic: at most 1.5×), to stdout and as JSON under
+`benchmarks/results/`.
 
     .venv/bin/python benchmarks/watermarks.py --rows 5000000 --splits 64 --commits 50
 """
@@ -98,14 +100,23 @@ def assign(mode: EmitStrategy) -> Callable[[SparkSession, Path], None]:
     return run
 
 
+def _cpu_seconds(spark: SparkSession) -> float:
+    """CPU time of this process plus Spark's JVM (Linux): less hurt by a busy machine."""
+    jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[union-attr]
+    fields = Path(f"/proc/{jvm}/stat").read_text().rsplit(")", 1)[1].split()
+    return time.process_time() + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def timed(run: Callable[[SparkSession, Path], None], spark: SparkSession, path: Path,
-          repeat: int) -> float:
-    seconds = []
+          repeat: int) -> tuple[float, float]:
+    """Median wall seconds and median CPU seconds of `repeat` runs."""
+    seconds, cpu = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), _cpu_seconds(spark)
         run(spark, path)
         seconds.append(time.perf_counter() - start)
-    return statistics.median(seconds)
+        cpu.append(_cpu_seconds(spark) - start_cpu)
+    return statistics.median(seconds), statistics.median(cpu)
 
 
 def main() -> None:
@@ -132,22 +143,24 @@ def main() -> None:
         for run in variants.values():  # warm-up: JIT, file listing caches
             run(spark, path)
         for name, run in variants.items():
-            seconds = timed(run, spark, path, args.repeat)
-            results[name] = {"seconds": seconds, "rows_per_s": args.rows / seconds}
+            seconds, cpu = timed(run, spark, path, args.repeat)
+            results[name] = {"seconds": seconds, "cpu_s": cpu, "rows_per_s": args.rows / seconds}
         late = {
             mode: _assigner(EmitStrategy(mode)).assign(_changelog(spark, path)).counts()[
                 "late_rows"
             ]
             for mode in args.modes
         }
-    baseline = results["changelog read"]["seconds"]
+    baseline = results["changelog read"]
     print(f"{args.rows:,} rows, {args.splits} splits, {args.commits} commits, "
-          f"median of {args.repeat}")
-    print(f"{'variant':<22}{'seconds':>10}{'rows/s':>14}{'× changelog':>14}")
+          f"median of {args.repeat}, load average {os.getloadavg()[0]:.1f}")
+    print(f"{'variant':<22}{'seconds':>10}{'rows/s':>14}{'× changelog':>14}"
+          f"{'cpu s':>9}{'cpu ×':>8}")
     for name, figures in results.items():
-        figures["ratio"] = figures["seconds"] / baseline
+        figures["ratio"] = figures["seconds"] / baseline["seconds"]
+        figures["cpu_ratio"] = figures["cpu_s"] / baseline["cpu_s"]
         print(f"{name:<22}{figures['seconds']:>10.2f}{figures['rows_per_s']:>14,.0f}"
-              f"{figures['ratio']:>14.2f}")
+              f"{figures['ratio']:>14.2f}{figures['cpu_s']:>9.2f}{figures['cpu_ratio']:>8.2f}")
     print("late rows:", ", ".join(f"{mode} {count:,}" for mode, count in late.items()))
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -30,6 +30,7 @@ from chronolake.runtime.source_checks import (
     check_columns,
     declared_column_types,
     overwrite_versions,
+    partition_columns,
     require_delta_table,
 )
 from chronolake.schema import StartupMode, TableSpec
@@ -50,6 +51,8 @@ class InputRead:
     watermark: Watermark
     position: InputPosition
     switched_at: int | None = None
+    assigner: WatermarkAssigner | None = None
+    """The generator that stamped `rows` (None: the source follows processing time)."""
 
     @property
     def phase(self) -> str:
@@ -83,13 +86,20 @@ def refresh_position(catalog: Catalog, spec: TableSpec, end_version: int) -> Inp
 
 
 def read_input(
-    catalog: Catalog, spec: TableSpec, position: InputPosition, end_version: int, *, derived: str
+    catalog: Catalog,
+    spec: TableSpec,
+    position: InputPosition,
+    end_version: int,
+    *,
+    derived: str,
+    now_ms: int | None = None,
 ) -> InputRead:
     """The input's rows after `position` up to `end_version`, stamped with watermarks.
 
-    Raises `SourceError` (before any Spark job) when the source is not a Delta
-    table, lost or retyped a declared column, or cannot be read in that range;
-    `derived` is the derived table's name, for the message.
+    `now_ms` is the run's clock, against which a split with no new rows may go
+    idle (`'scan.idle-timeout'`). Raises `SourceError` (before any Spark job) when
+    the source is not a Delta table, lost or retyped a declared column, or cannot
+    be read in that range; `derived` is the derived table's name, for the message.
     """
     path = catalog.table_path(spec)
     require_delta_table(path, spec, derived)
@@ -111,10 +121,13 @@ def read_input(
     hybrid = spec.options.startup_mode is StartupMode.SNAPSHOT_THEN_CHANGELOG
     if spec.watermark is None or hybrid:
         return InputRead(spec, _unstamped(rows), _processing_time(), moved)
-    assigned = WatermarkAssigner.for_table(spec).assign(rows, state=position.watermarks)
+    assigner = WatermarkAssigner.for_table(
+        spec, partition_columns=partition_columns(path, end_version)
+    )
+    assigned = assigner.assign(rows, state=position.watermarks, now_ms=now_ms)
     state = assigned.state()
     moved = moved.model_copy(update={"watermarks": state})
-    return InputRead(spec, assigned.rows, Watermark(state.watermark), moved)
+    return InputRead(spec, assigned.rows, Watermark(state.watermark), moved, assigner=assigner)
 
 
 def _rows(

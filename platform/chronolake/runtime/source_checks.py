@@ -67,6 +67,11 @@ def declared_column_types(path: Path, spec: TableSpec, version: int) -> dict[str
     return {f.name: f.dataType.simpleString() for f in schema.fields if f.name in declared}
 
 
+def partition_columns(path: Path, version: int) -> list[str]:
+    """The Delta table's partition columns at `version`, from its log alone."""
+    return DeltaTable(str(path), version=version, without_files=True).metadata().partition_columns
+
+
 def check_columns(
     spec: TableSpec,
     *,

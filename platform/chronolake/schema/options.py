@@ -6,11 +6,37 @@ is validated here, so a typo fails at definition time instead of being ignored.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from chronolake.errors import DefinitionError
+
+SPLIT_BY_PARTITIONS = "$partitions"
+"""`'scan.split-by' = '$partitions'`: one split per Delta partition (combination of values)."""
+
+_DURATION_UNITS_MS = {
+    **dict.fromkeys(("ms", "milli", "millis", "millisecond", "milliseconds"), 1),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1_000),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60_000),
+    **dict.fromkeys(("h", "hour", "hours"), 3_600_000),
+    **dict.fromkeys(("d", "day", "days"), 86_400_000),
+}
+_DURATION = re.compile(r"\s*(\d+)\s*([a-z]*)\s*")
+
+
+def duration_ms(text: str) -> int:
+    """A Flink duration (`TimeUtils.parseDuration`: `'30 s'`, `'1 min'`, `'200ms'`; a bare
+    number is milliseconds) in milliseconds; `ValueError` naming the syntax otherwise."""
+    match = _DURATION.fullmatch(text.lower())
+    if match is None or match.group(2) not in {"", *_DURATION_UNITS_MS}:
+        msg = (
+            f"{text!r} is not a duration; write a whole number and a unit (ms, s, min, h, d), "
+            "e.g. '30 s'"
+        )
+        raise ValueError(msg)
+    return int(match.group(1)) * _DURATION_UNITS_MS.get(match.group(2), 1)
 
 
 class ChangelogMode(StrEnum):
@@ -60,7 +86,10 @@ class DeltaOptions(BaseModel):
         description="changelog, or snapshot-then-changelog (the hybrid source).",
     )
     split_by: str | None = Field(
-        None, alias="scan.split-by", description="Column whose values split the source."
+        None,
+        alias="scan.split-by",
+        description="Column whose values split the source, or '$partitions' for one split per "
+        "Delta partition; unset: one split.",
     )
     emit_strategy: EmitStrategy = Field(
         EmitStrategy.ON_PERIODIC,
@@ -68,7 +97,10 @@ class DeltaOptions(BaseModel):
         description="on-periodic (once per tick) or on-event (after every row that raises it).",
     )
     idle_timeout: str | None = Field(
-        None, alias="scan.idle-timeout", description="A split idle this long stops holding back."
+        None,
+        alias="scan.idle-timeout",
+        description="A split without rows for longer than this (a Flink duration, e.g. '30 s') "
+        "is idle and stops holding back the source watermark; unset or 0: never idle.",
     )
     alignment_group: str | None = Field(
         None, alias="scan.watermark.alignment.group", description="Watermark alignment group."
@@ -98,6 +130,20 @@ class DeltaOptions(BaseModel):
         if value != "delta":
             raise ValueError(f"connector {value!r} is not supported; use 'connector' = 'delta'")
         return value
+
+    @field_validator("idle_timeout")
+    @classmethod
+    def _a_duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            duration_ms(value)
+        return value
+
+    @property
+    def idle_timeout_ms(self) -> int | None:
+        """`scan.idle-timeout` in milliseconds; None when unset or 0 (idleness disabled)."""
+        if self.idle_timeout is None:
+            return None
+        return duration_ms(self.idle_timeout) or None
 
     @classmethod
     def known_keys(cls) -> list[str]:

@@ -6,14 +6,20 @@ it arrives (`_watermark`, epoch ms) and whether it is late (`_late`). Sources
 never drop rows: operators decide what a late row means for them (see
 `chronolake.windows`). A run starts from a stored `WatermarkState` and returns
 the new one; a run never lowers a watermark.
+
+Splits: one per value of the `'scan.split-by'` column, one per Delta partition
+(combination of partition values) with `'scan.split-by' = '$partitions'`, else
+one for the whole source. With `'scan.idle-timeout'` a split that has had no
+rows for longer than the timeout is idle and does not hold the source back
+(the rules are in `_progress`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pyspark.errors import AnalysisException, ParseException, PythonException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -28,6 +34,7 @@ from chronolake.dialect import (
 from chronolake.errors import DefinitionError
 from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_TIMESTAMP, COMMIT_VERSION
 from chronolake.schema import ComputedColumn, EmitStrategy, TableSpec
+from chronolake.schema.options import SPLIT_BY_PARTITIONS
 from chronolake.watermarks._failures import raise_strategy_failure
 from chronolake.watermarks._millis import (
     check_watermark_type,
@@ -43,8 +50,9 @@ from chronolake.watermarks._progress import (
     SPLIT,
     TICK,
     Progress,
+    SplitTick,
 )
-from chronolake.watermarks.watermark import LONG_MIN, Watermark
+from chronolake.watermarks.watermark import LONG_MIN, Watermark, WatermarkStatus
 
 WATERMARK_COLUMN = "_watermark"
 """Source watermark in force when the row arrived (epoch ms; Long.MIN_VALUE before any)."""
@@ -63,18 +71,33 @@ class WatermarkState(BaseModel):
     """What a run starts from and hands over: every split's watermark and the source's.
 
     Values are epoch ms; Long.MIN_VALUE means "nothing emitted yet". A split
-    listed here is active from the start of the next run and holds the source
-    back until it emits. Small enough to persist as JSON.
+    listed here and not idle holds the source back from the start of the next
+    run until it emits. With an idle timeout, `idle` and `active_at` say which
+    splits are idle and when each last had rows, so that the next run goes on
+    from there. Small enough to persist as JSON.
     """
 
     model_config = ConfigDict(frozen=True)
 
     splits: dict[str, int] = Field(default_factory=dict, description="Watermark per split key.")
     watermark: int = Field(LONG_MIN, description="The source watermark last emitted.")
+    idle: tuple[str, ...] = Field((), description="Splits idle after the run, sorted.")
+    active_at: dict[str, int] = Field(
+        default_factory=dict,
+        description="Per split, when it last had rows (epoch ms of commit time, or of the run's "
+        "clock); kept only with an idle timeout.",
+    )
 
     def to_watermark(self) -> Watermark:
         """The source watermark as a `Watermark` value."""
         return Watermark(self.watermark)
+
+    @property
+    def status(self) -> WatermarkStatus:
+        """IDLE when the source has splits and every one is idle, else ACTIVE."""
+        if self.splits and set(self.idle) >= self.splits.keys():
+            return WatermarkStatus.IDLE
+        return WatermarkStatus.ACTIVE
 
 
 class WatermarkAssigner(BaseModel):
@@ -114,18 +137,43 @@ class WatermarkAssigner(BaseModel):
         EmitStrategy.ON_PERIODIC, description="on-periodic (per tick) or on-event (per row)."
     )
     split_by: str | None = Field(None, description="Column whose values split the source.")
+    split_by_partitions: tuple[str, ...] = Field(
+        (),
+        description="Delta partition columns: one split per combination of their values, "
+        "keyed `col=value/...` (values URL-encoded, null as `<null>`).",
+    )
+    idle_timeout_ms: int | None = Field(
+        None, gt=0, description="A split without rows for longer than this is idle."
+    )
     tick: str = Field(
         COMMIT_VERSION,
         description="Column numbering the ticks, non-decreasing in arrival order.",
     )
     key: tuple[str, ...] = Field((), description="Columns that name a row in error messages.")
 
+    @model_validator(mode="after")
+    def _one_way_to_split(self) -> WatermarkAssigner:
+        if self.split_by == SPLIT_BY_PARTITIONS or (self.split_by and self.split_by_partitions):
+            msg = (
+                f"split_by={self.split_by!r} with split_by_partitions="
+                f"{self.split_by_partitions!r}: a source splits one way; to split by Delta "
+                "partitions pass their columns as split_by_partitions and no split_by "
+                "(WatermarkAssigner.for_table does this for '$partitions')"
+            )
+            raise ValueError(msg)
+        return self
+
     @classmethod
-    def for_table(cls, spec: TableSpec) -> WatermarkAssigner:
-        """The assigner a table's DDL declares: its WATERMARK, split column and emit strategy.
+    def for_table(
+        cls, spec: TableSpec, *, partition_columns: Sequence[str] | None = None
+    ) -> WatermarkAssigner:
+        """The assigner a table's DDL declares: its WATERMARK, splits, idle timeout and emit
+        strategy.
 
         A rowtime computed as `SYSTEM_ROWTIME()` is the commit timestamp; other computed
-        rowtimes are read from the column the source computes.
+        rowtimes are read from the column the source computes. `partition_columns` are the
+        Delta table's (from its log, e.g. `DeltaTable(path).metadata().partition_columns`):
+        needed when the table declares `'scan.split-by' = '$partitions'`, ignored otherwise.
         """
         if spec.watermark is None:
             msg = (
@@ -135,11 +183,16 @@ class WatermarkAssigner(BaseModel):
             raise DefinitionError(msg)
         column = spec.column(spec.watermark.rowtime)
         system = isinstance(column, ComputedColumn) and column.is_system_rowtime
+        split_by, by_partitions = spec.options.split_by, ()
+        if split_by == SPLIT_BY_PARTITIONS:
+            split_by, by_partitions = None, _partitions(spec, partition_columns)
         return cls(
             rowtime="SYSTEM_ROWTIME()" if system else spec.watermark.rowtime,
             strategy=spec.watermark.expression,
             emit_strategy=spec.options.emit_strategy,
-            split_by=spec.options.split_by,
+            split_by=split_by,
+            split_by_partitions=by_partitions,
+            idle_timeout_ms=spec.options.idle_timeout_ms,
             key=spec.primary_key,
         )
 
@@ -148,26 +201,46 @@ class WatermarkAssigner(BaseModel):
         return is_system_watermark_call(self.strategy)
 
     def assign(
-        self, changelog: DataFrame, *, state: WatermarkState | None = None
+        self,
+        changelog: DataFrame,
+        *,
+        state: WatermarkState | None = None,
+        now_ms: int | None = None,
     ) -> AssignedChangelog:
         """Stamp `changelog` with `_watermark` and `_late`, starting from `state`.
 
         Runs one Spark job now: the per-(split, tick) maxima of the generated
-        watermark, from which the per-tick watermarks and the final state follow.
-        A strategy function that raises makes this call fail with a `RunError`
-        naming the row, before anything is written.
+        watermark (and of the commit timestamp), from which the per-tick watermarks
+        and the final state follow. `now_ms` is the run's clock: with an idle
+        timeout, the splits without rows for longer than the timeout at that time
+        are idle after the run (they do not hold back the returned state's
+        watermark). A strategy function that raises makes this call fail with a
+        `RunError` naming the row, before anything is written.
         """
         start = state or WatermarkState()
-        base, generated_type, rowtime_type = self._base(changelog)
-        maxima = base.groupBy(SPLIT, TICK).agg(F.max(GENERATED).alias(GENERATED))
-        maxima = maxima.select(SPLIT, TICK, watermark_millis(F.col(GENERATED), generated_type))
+        base, generated_type, rowtime_type = self.annotate(changelog)
+        maxima = base.groupBy(SPLIT, TICK).agg(
+            F.max(GENERATED).alias(GENERATED), F.max(COMMIT_TIMESTAMP).alias(COMMIT_TIMESTAMP)
+        )
+        maxima = maxima.select(
+            SPLIT,
+            TICK,
+            watermark_millis(F.col(GENERATED), generated_type),
+            F.unix_millis(COMMIT_TIMESTAMP),
+        )
         try:
-            # One value per (split, tick) read back: metadata-sized, like the Delta log.
-            collected = [(r[0], r[1], r[2]) for r in maxima.collect()]
+            # One row per (split, tick) read back: metadata-sized, like the Delta log.
+            collected = [SplitTick(*row) for row in maxima.collect()]
         except PythonException as error:
             raise_strategy_failure(base, error, strategy=self.strategy, key=self.key)
         progress = Progress.of(
-            collected, start_splits=start.splits, start_watermark=start.watermark
+            collected,
+            start_splits=start.splits,
+            start_watermark=start.watermark,
+            start_idle=start.idle,
+            start_active_at=start.active_at,
+            idle_timeout_ms=self.idle_timeout_ms,
+            now_ms=now_ms,
         )
         rowtime = self.rowtime_column()
         if self.emit_strategy is EmitStrategy.ON_EVENT and not self.is_system_watermark:
@@ -195,7 +268,7 @@ class WatermarkAssigner(BaseModel):
             return F.col(COMMIT_TIMESTAMP)
         return F.col(self.rowtime)
 
-    def _base(self, changelog: DataFrame) -> tuple[DataFrame, DataType, DataType]:
+    def annotate(self, changelog: DataFrame) -> tuple[DataFrame, DataType, DataType]:
         """The changelog plus split key, tick and generated value (lazy), with the types of
         the generated value and of the rowtime; checks everything that can be checked."""
         missing = [c for c in (*ARRIVAL_ORDER, COMMIT_TIMESTAMP) if c not in changelog.columns]
@@ -233,6 +306,16 @@ class WatermarkAssigner(BaseModel):
         return base, generated_type, rowtime_type
 
     def _split_column(self, changelog: DataFrame) -> Column:
+        if self.split_by_partitions:
+            # `region=eu/day=2024-01-01`: the Hive-style path of the Delta partition.
+            return F.concat_ws("/", *(
+                F.concat(F.lit(f"{name}="), F.coalesce(
+                    F.url_encode(F.col(self._known(changelog, name, what="partition column"))
+                                 .cast(StringType())),
+                    F.lit(NULL_SPLIT),
+                ))
+                for name in self.split_by_partitions
+            ))
         if self.split_by is None:
             return F.lit(SINGLE_SPLIT)
         column = F.col(self._known(changelog, self.split_by, what="split column"))
@@ -283,9 +366,13 @@ class AssignedChangelog:
     progress: Progress
 
     def state(self) -> WatermarkState:
-        """The watermarks after the last tick of this run (never below `start`)."""
+        """The watermarks after the last tick of this run (never below `start`), with the
+        idle splits (after the run's clock, if `assign` was given one)."""
         return WatermarkState(
-            splits=dict(self.progress.splits), watermark=self.progress.watermark
+            splits=dict(self.progress.splits),
+            watermark=self.progress.watermark,
+            idle=tuple(sorted(self.progress.idle)),
+            active_at=dict(self.progress.active_at),
         )
 
     def counts(self) -> Mapping[str, int]:
@@ -297,3 +384,22 @@ class AssignedChangelog:
             F.count_if(rowtime.isNull()).alias("null_rowtime_rows"),
         ).first()
         return {name: int(row[name]) for name in ("rows", "late_rows", "null_rowtime_rows")}
+
+
+def _partitions(spec: TableSpec, partition_columns: Sequence[str] | None) -> tuple[str, ...]:
+    """The partition columns a `'$partitions'` split needs, checked against the spec."""
+    if partition_columns is None:
+        msg = (
+            f"table {spec.name!r} declares 'scan.split-by' = '{SPLIT_BY_PARTITIONS}', so its "
+            "watermark assigner needs the Delta table's partition columns; pass "
+            "WatermarkAssigner.for_table(spec, partition_columns=...) from the Delta log"
+        )
+        raise DefinitionError(msg)
+    if not partition_columns:
+        msg = (
+            f"table {spec.name!r} declares 'scan.split-by' = '{SPLIT_BY_PARTITIONS}' but its "
+            "Delta table is not partitioned; split by a column ('scan.split-by' = '<column>') "
+            "or drop the option for one split"
+        )
+        raise DefinitionError(msg)
+    return tuple(partition_columns)
