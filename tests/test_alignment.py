@@ -13,12 +13,17 @@ from hypothesis import strategies as st
 
 import chronolake.alignment.aligner as aligner_module
 import chronolake.alignment.coordinator as coordinator_module
+import chronolake.alignment.schedule as schedule_module
 from chronolake.alignment import (
     ALLOW_UNALIGNED_SOURCE_SPLITS,
     AlignmentCoordinator,
     SplitAligner,
 )
+from chronolake.alignment.schedule import SourceBacklog, TickSchedule, schedule_ticks
+from chronolake.alignment.settings import AlignmentSettings, can_pause_splits
 from chronolake.errors import DefinitionError, RunError
+from chronolake.schema import TableSpec
+from chronolake.sql.ddl import parse_table
 from chronolake.watermarks import LONG_MAX, LONG_MIN, Watermark, WatermarkStatus, WatermarkValve
 
 # --- Flink's SourceCoordinatorAlignmentTest ---------------------------------------------------
@@ -379,7 +384,188 @@ def test_alignment_bounds_the_skew_between_splits_during_catch_up() -> None:
     assert aligner.pauses > 0 and aligner.resumes > 0
 
 
-@pytest.mark.parametrize("module", [aligner_module, coordinator_module])
+# --- ticks of a catch-up run: the policy replayed over a backlog -----------------------------
+
+
+def _aligned(drift: int = 100, *, every: int = 1, **options: bool) -> AlignmentSettings:
+    return AlignmentSettings(group="g", max_drift_ms=drift, update_every_ticks=every, **options)
+
+
+def _tick_lists(schedule: TickSchedule, source: str) -> dict[str, list[int]]:
+    """Per split, the tick of each of its chunks, in chunk order."""
+    ticks: dict[str, list[int]] = {}
+    for (split, _chunk), tick in sorted(schedule.sources[source].ticks.items()):
+        ticks.setdefault(split, []).append(tick)
+    return ticks
+
+
+def test_schedule_pauses_the_split_ahead_and_resumes_it_at_equality() -> None:
+    # "us" is 1 000 ms ahead; "eu" reaches us's watermark - drift (900) exactly at chunk 9.
+    eu = [100 * (i + 1) for i in range(12)]
+    backlog = SourceBacklog("orders", {"eu": eu, "us": [1_000, 1_100]}, alignment=_aligned())
+    schedule = schedule_ticks([backlog])
+    ticks = _tick_lists(schedule, "orders")
+    assert ticks["eu"] == list(range(12))
+    # paused after tick 0 (1 000 > 100 + 100); eu's watermark is 900 after tick 8, so max
+    # desired is 1 000 = us's watermark: resumed at equality, read in tick 9
+    assert ticks["us"] == [0, 9]
+    orders = schedule.sources["orders"]
+    assert (orders.pauses, orders.resumes, orders.paused_splits) == (1, 1, ("us",))
+    assert [(d.tick, d.paused, d.resumed) for d in schedule.decisions] == [
+        (1, ("us",), ()), (9, (), ("us",)),
+    ]
+    assert orders.split_watermarks == {"eu": 1_200, "us": 1_100}
+
+
+def test_schedule_pauses_a_single_split_source_across_tables() -> None:
+    rates = SourceBacklog("rates", {"<all>": [5_000, 6_000, 7_000]}, alignment=_aligned())
+    orders = SourceBacklog(
+        "orders", {"<all>": [1_000 * (i + 1) for i in range(7)]}, alignment=_aligned()
+    )
+    schedule = schedule_ticks([rates, orders])
+    assert _tick_lists(schedule, "rates")["<all>"] == [0, 5, 6]  # orders reach 5 000 in tick 4
+    assert _tick_lists(schedule, "orders")["<all>"] == list(range(7))
+    assert schedule.sources["rates"].paused_splits == ("<all>",)
+    assert schedule.sources["orders"].pauses == 0
+
+
+def test_schedule_without_alignment_reads_every_split_every_tick() -> None:
+    backlog = SourceBacklog("orders", {"eu": [1, 2, 3], "us": [1_000, 2_000]})
+    schedule = schedule_ticks([backlog])
+    assert schedule.count == 3
+    assert _tick_lists(schedule, "orders") == {"eu": [0, 1, 2], "us": [0, 1]}
+    assert schedule.decisions == ()
+
+
+def test_a_split_with_no_backlog_left_does_not_hold_the_others_back() -> None:
+    # "eu" is read after one chunk; "us" far ahead must still be read in this run
+    backlog = SourceBacklog("orders", {"eu": [10], "us": [5_000, 6_000, 7_000]},
+                            alignment=_aligned())
+    schedule = schedule_ticks([backlog])
+    assert _tick_lists(schedule, "orders")["us"] == [0, 1, 2]
+    assert schedule.sources["orders"].pauses == 0
+
+
+def test_alignment_is_updated_every_update_interval_in_ticks() -> None:
+    eu = [100 * (i + 1) for i in range(12)]
+    backlog = SourceBacklog("orders", {"eu": eu, "us": [1_000 * (i + 1) for i in range(8)]},
+                            alignment=_aligned(every=5))
+    schedule = schedule_ticks([backlog])
+    # paused at tick 5, not before; still paused at tick 10; resumed when eu is read up
+    assert [(d.tick, d.paused, d.resumed) for d in schedule.decisions] == [
+        (5, ("us",), ()), (12, (), ("us",)),
+    ]
+    assert _tick_lists(schedule, "orders")["us"] == [0, 1, 2, 3, 4, 12, 13, 14]
+
+
+def test_schedule_starts_from_the_stored_watermarks() -> None:
+    # "us" stopped at 5 000 last run: it is paused before its first chunk of this run
+    backlog = SourceBacklog("orders", {"eu": [100, 200], "us": [5_100]},
+                            start_splits={"eu": 0, "us": 5_000}, alignment=_aligned())
+    schedule = schedule_ticks([backlog])
+    assert _tick_lists(schedule, "orders")["us"] == [2]
+    assert schedule.decisions[0].tick == 0
+
+
+def test_schedule_of_a_reader_that_cannot_pause_splits_names_the_option() -> None:
+    backlog = SourceBacklog("orders", {"eu": [100, 200], "us": [5_000, 6_000]},
+                            alignment=_aligned(can_pause_splits=False))
+    with pytest.raises(RunError, match=ALLOW_UNALIGNED_SOURCE_SPLITS):
+        schedule_ticks([backlog])
+
+
+def test_schedule_with_unaligned_splits_allowed_runs_them_unaligned() -> None:
+    backlog = SourceBacklog(
+        "orders", {"eu": [100, 200], "us": [5_000, 6_000]},
+        alignment=_aligned(can_pause_splits=False, allow_unaligned_splits=True),
+    )
+    schedule = schedule_ticks([backlog])
+    assert _tick_lists(schedule, "orders") == {"eu": [0, 1], "us": [0, 1]}
+    assert schedule.sources["orders"].unaligned
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["a", "b", "c"]),
+        st.lists(st.one_of(st.none(), st.integers(0, 10_000)), min_size=1, max_size=8),
+        min_size=1,
+    ),
+    st.lists(st.integers(0, 10_000), min_size=1, max_size=8),
+    st.integers(0, 2_000),
+    st.integers(1, 4),
+)
+def test_schedule_reads_every_chunk_once_in_order(
+    splits: dict[str, list[int | None]], other: list[int], drift: int, every: int
+) -> None:
+    orders = SourceBacklog("orders", splits, alignment=_aligned(drift, every=every))
+    rates = SourceBacklog("rates", {"<all>": sorted(other)}, alignment=_aligned(drift))
+    schedule = schedule_ticks([orders, rates])
+    for source, backlog in (("orders", orders), ("rates", rates)):
+        ticks = _tick_lists(schedule, source)
+        assert {split: len(t) for split, t in ticks.items()} == {
+            split: len(chunks) for split, chunks in backlog.chunks.items()
+        }
+        assert all(t == sorted(set(t)) and t[-1] < schedule.count for t in ticks.values())
+
+
+# --- alignment options of a table ------------------------------------------------------------
+
+
+def _spec(**options: str) -> TableSpec:
+    with_ = {"connector": "delta", "path": "t", "changelog": "cdf", **options}
+    return parse_table(
+        "CREATE TABLE t (id BIGINT, region STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ("
+        + ", ".join(f"'{key}' = '{value}'" for key, value in with_.items()) + ")"
+    )
+
+
+def test_a_bad_duration_names_the_option() -> None:
+    expected = "'scan.watermark.alignment.max-drift': '5 parsecs' is not a duration"
+    with pytest.raises(DefinitionError, match=expected):
+        AlignmentSettings.for_table(_spec(**{
+            "scan.watermark.alignment.group": "g",
+            "scan.watermark.alignment.max-drift": "5 parsecs",
+        }))
+
+
+def test_alignment_settings_of_a_table() -> None:
+    assert AlignmentSettings.for_table(_spec()) is None
+    settings_ = AlignmentSettings.for_table(_spec(**{
+        "scan.watermark.alignment.group": "g",
+        "scan.watermark.alignment.max-drift": "1 min",
+        "scan.watermark.alignment.update-interval": "500 ms",
+        "pipeline.watermark-alignment.allow-unaligned-source-splits": "true",
+    }))
+    assert settings_ == AlignmentSettings(
+        group="g", max_drift_ms=60_000, update_every_ticks=3, allow_unaligned_splits=True
+    )
+    default = AlignmentSettings.for_table(_spec(**{
+        "scan.watermark.alignment.group": "g", "scan.watermark.alignment.max-drift": "1 s",
+    }))
+    assert default is not None and default.update_every_ticks == 5  # Flink's 1 s
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        ({"scan.watermark.alignment.group": "g"}, "needs 'scan.watermark.alignment.max-drift'"),
+        ({"scan.watermark.alignment.max-drift": "1 s"}, "'scan.watermark.alignment.group' is not"),
+    ],
+)
+def test_half_declared_alignment_is_an_error(options: dict[str, str], problem: str) -> None:
+    with pytest.raises(DefinitionError, match=problem):
+        AlignmentSettings.for_table(_spec(**options))
+
+
+def test_changelog_split_outside_the_key_cannot_pause_splits() -> None:
+    assert not can_pause_splits(_spec(**{"scan.split-by": "region"}))
+    assert can_pause_splits(_spec(**{"scan.split-by": "id"}))
+    assert can_pause_splits(_spec(**{"scan.split-by": "region", "changelog": "append"}))
+    assert can_pause_splits(_spec())
+
+
+@pytest.mark.parametrize("module", [aligner_module, coordinator_module, schedule_module])
 def test_docstring_examples_run(module: ModuleType) -> None:
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0

@@ -48,6 +48,7 @@ from chronolake.runtime.source_checks import (
     require_delta_table,
 )
 from chronolake.runtime.stored import SOURCE_PREFIX, from_stored, stored
+from chronolake.runtime.ticks import TickedStep, plan_ticks, step_ticks
 from chronolake.schema import ViewSpec
 from chronolake.watermarks.watermark import Watermark
 
@@ -163,13 +164,18 @@ class DerivedTable:
         return {
             name: read_input(
                 self.catalog, spec, positions[name], plan.intent.end_versions[name],
-                derived=self.name,
+                derived=self.name, now_ms=self.clock.now_ms(),
             )
             for name, spec in self.inputs.items()
         }
 
     def operate(self, plan: RunPlan, reads: Mapping[str, InputRead]) -> Step:
-        """The operator's step over this run's rows and the committed state."""
+        """The operator's step over this run's rows and the committed state.
+
+        An input with `'scan.max-rows-per-tick'` makes the run go in ticks, with split
+        watermark alignment (`chronolake.runtime.ticks`); else the step sees the whole
+        backlog at once.
+        """
         combined = min(read.watermark for read in reads.values())
         context = RunContext(
             checkpoint=plan.base,
@@ -177,9 +183,13 @@ class DerivedTable:
             load_state=lambda role: self._state(plan.base, role),
             load_history=self._history,
         )
-        step = self.operator.step(
-            context, reads, combined, self._watermark_ms(plan.base, combined)
-        )
+        ticked = plan_ticks(reads, self._start_positions(plan))
+        if ticked is None:
+            step = self.operator.step(
+                context, reads, combined, self._watermark_ms(plan.base, combined)
+            )
+        else:
+            step = step_ticks(self.operator, ticked, context, watermark_ms=self._watermark_ms)
         fault_point(FaultPoint.AFTER_READ)
         return step
 
@@ -221,7 +231,9 @@ class DerivedTable:
         ends = {name: self.catalog.backend.latest_version(path) for name, path in paths.items()}
         positions = self._positions(committed)
         if not full_refresh and self._nothing_to_do(committed, positions, ends):
-            return None
+            held = committed.counters.get("pending_rows", 0)
+            if not (self.operator.clock_driven and held):
+                return None
         for name, position in positions.items():
             if full_refresh or position.phase == SNAPSHOT_PHASE:
                 continue
@@ -249,7 +261,8 @@ class DerivedTable:
     def _nothing_to_do(
         checkpoint: Checkpoint, positions: dict[str, InputPosition], ends: dict[str, int]
     ) -> bool:
-        """No input moved: no watermark can advance, so no pending row can be emitted either."""
+        """No input moved: no event-time watermark can advance, so no pending row can be
+        emitted either (only the clock can release rows of a clock-driven operator)."""
         moved = any(
             ends[name] > position.version or position.phase != "changelog"
             for name, position in positions.items()
@@ -324,6 +337,7 @@ class DerivedTable:
             },
             output_version=output_version,
             waiting_reason=step.waiting_reason,
+            ticks=step.ticks if isinstance(step, TickedStep) else None,
         )
 
     def _write(self, run: int, step: Step, *, replace: bool) -> int | None:

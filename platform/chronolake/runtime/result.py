@@ -14,6 +14,32 @@ class RunStatus(StrEnum):
     UP_TO_DATE = "up-to-date"
 
 
+class TickReport(BaseModel):
+    """How a run went through its backlog in ticks, and what watermark alignment did."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ticks: int = Field(..., description="Ticks of the run (1: the backlog at once).")
+    buffered_rows: list[int] = Field(
+        default_factory=list, description="Rows the operator held after each tick (state_rows)."
+    )
+    split_watermarks: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description="Per input and split: the watermark after the run."
+    )
+    paused_splits: dict[str, list[str]] = Field(
+        default_factory=dict, description="Per input: the splits alignment paused in the run."
+    )
+    pauses: dict[str, int] = Field(default_factory=dict, description="Split pauses per input.")
+    resumes: dict[str, int] = Field(default_factory=dict, description="Split resumes per input.")
+    unaligned: list[str] = Field(
+        default_factory=list,
+        description="Inputs whose splits ran unaligned (their reader cannot pause splits).",
+    )
+    decisions: list[str] = Field(
+        default_factory=list, description="Every pause and resume, in order, as log lines."
+    )
+
+
 class RunResult(BaseModel):
     """One run of a derived table."""
 
@@ -41,3 +67,6 @@ class RunResult(BaseModel):
     )
     output_version: int | None = None
     waiting_reason: str | None = Field(None, description="Why probe rows are held, if they are.")
+    ticks: TickReport | None = Field(
+        None, description="Ticks and watermark alignment, for a run that bounds its ticks."
+    )

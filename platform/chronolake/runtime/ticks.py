@@ -1,0 +1,335 @@
+"""Ticks of a run: a backlog cut into bounded steps, with split watermark alignment.
+
+A run whose inputs set `'scan.max-rows-per-tick'` does not hand its whole
+backlog to the operator at once. Per input and split, the rows in arrival order
+are cut into chunks: of at most that many rows when the input sets the option,
+else one chunk per commit (an input with `SYSTEM_WATERMARK()` always ticks per
+commit: its watermark is emitted after whole commits only). One Spark job per
+input reads back one row per (split, chunk) with the chunk's largest generated
+watermark; `chronolake.alignment.schedule_ticks` replays the ticks on those
+facts (pausing the splits that run ahead of their alignment group) and says in
+which tick each chunk is read. A broadcast join of that small table puts every
+row in its tick, and the watermark assigner stamps the rows again with the tick
+as its emission period, so `_watermark`/`_late` are what the operator would see
+tick by tick. Inputs without event-time watermarks (processing time, hybrid)
+are read whole in the first tick.
+
+Without `'scan.max-rows-per-tick'` on any input a run is one tick, exactly as
+before: `plan_ticks` returns None without a Spark job.
+
+The ticks are a function of the rows the run's intent fixes, so a run killed
+half-way through a catch-up is redone with the same ticks and the same output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import reduce
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from chronolake.alignment.schedule import SourceBacklog, TickSchedule, schedule_ticks
+from chronolake.alignment.settings import AlignmentSettings
+from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_VERSION
+from chronolake.runtime.checkpoint import Checkpoint, InputPosition
+from chronolake.runtime.inputs import InputRead
+from chronolake.runtime.operator import Operator, RunContext, Step
+from chronolake.runtime.result import TickReport
+from chronolake.watermarks._millis import watermark_millis
+from chronolake.watermarks._progress import GENERATED, SPLIT, Progress
+from chronolake.watermarks.assigner import (
+    LATE_COLUMN,
+    WATERMARK_COLUMN,
+    AssignedChangelog,
+    WatermarkAssigner,
+)
+from chronolake.watermarks.watermark import Watermark
+
+TICK_COLUMN = "__tick"
+"""The tick in which a row is read (0-based), on the rows of a ticked run."""
+
+LEVEL_FIGURES = frozenset({"pending_rows", "state_rows", "open_windows"})
+"""Figures that say what the operator holds after a step: a ticked run reports the last
+tick's; every other figure counts rows passing through, and is summed over the ticks."""
+
+_CHUNK = "__tick_chunk"
+_MAX = "__tick_max"
+
+
+@dataclass(frozen=True)
+class TickedRun:
+    """A run's inputs cut into ticks, with each input's watermark after every tick."""
+
+    count: int
+    reads: Mapping[str, InputRead]
+    rows: Mapping[str, DataFrame]
+    """The ticked inputs' rows, restamped, with `TICK_COLUMN` (checkpointed)."""
+    watermarks: Mapping[str, tuple[Watermark, ...]]
+    schedule: TickSchedule
+
+    def reads_at(self, tick: int) -> dict[str, InputRead]:
+        """Each input's rows of `tick` and its watermark at the end of the tick.
+
+        The last tick carries each input's watermark as the whole read assigned it, so
+        the run commits the same watermarks as an unticked run of the same commits.
+        """
+        last = tick == self.count - 1
+        return {
+            name: replace(
+                read,
+                rows=self._rows_at(name, tick),
+                watermark=read.watermark if last else self.watermarks[name][tick],
+            )
+            for name, read in self.reads.items()
+        }
+
+    def _rows_at(self, name: str, tick: int) -> DataFrame:
+        ticked = self.rows.get(name)
+        if ticked is None:  # no event-time progress: the whole read in the first tick
+            read = self.reads[name].rows
+            return read if tick == 0 else read.limit(0)
+        return ticked.where(F.col(TICK_COLUMN) == tick).drop(TICK_COLUMN)
+
+    def report(self, buffered_rows: Sequence[int]) -> TickReport:
+        """What the ticks and alignment did, with the rows buffered after each tick."""
+        sources = self.schedule.sources
+        return TickReport(
+            ticks=self.count,
+            buffered_rows=list(buffered_rows),
+            split_watermarks={n: dict(s.split_watermarks) for n, s in sources.items()},
+            paused_splits={n: list(s.paused_splits) for n, s in sources.items() if s.paused_splits},
+            pauses={n: s.pauses for n, s in sources.items()},
+            resumes={n: s.resumes for n, s in sources.items()},
+            unaligned=sorted(n for n, s in sources.items() if s.unaligned),
+            decisions=[
+                f"tick {d.tick}: {d.source} max desired {d.max_desired_ms}"
+                + (f", paused {', '.join(d.paused)}" if d.paused else "")
+                + (f", resumed {', '.join(d.resumed)}" if d.resumed else "")
+                for d in self.schedule.decisions
+            ],
+        )
+
+    def figures(self, buffered_rows: Sequence[int]) -> dict[str, int]:
+        """The numbers Dagster plots: ticks, peak buffered rows, pauses, resumes, ..."""
+        sources = self.schedule.sources.values()
+        return {
+            "ticks": self.count,
+            "peak_buffered_rows": max(buffered_rows, default=0),
+            "split_pauses": sum(s.pauses for s in sources),
+            "split_resumes": sum(s.resumes for s in sources),
+            "paused_splits": sum(len(s.paused_splits) for s in sources),
+            "unaligned_sources": sum(1 for s in sources if s.unaligned),
+        }
+
+
+@dataclass(frozen=True)
+class TickedStep(Step):
+    """The steps of a ticked run as one: outputs, late rows and history of every tick,
+    the last tick's state, and what the ticks and alignment did."""
+
+    ticks: TickReport | None = None
+
+
+def step_ticks(
+    operator: Operator,
+    ticked: TickedRun,
+    context: RunContext,
+    *,
+    watermark_ms: Callable[[Checkpoint, Watermark], int | None],
+) -> TickedStep:
+    """Run `operator` tick by tick, the state carried in memory from one tick to the next.
+
+    The first tick sees the committed past (`context`); each later tick sees the one
+    before as if it had been committed: its state (checkpointed locally, so plans do
+    not grow with the ticks), its output watermark as the checkpoint's watermark and
+    horizon, and the committed history plus the earlier ticks' history rows.
+    `watermark_ms` is the run's rule for the output watermark (never below the
+    checkpoint's).
+    """
+    outputs: list[DataFrame] = []
+    late: list[DataFrame] = []
+    history: list[DataFrame] = []
+    buffered: list[int] = []
+    figures: dict[str, int] = {}
+    state: dict[str, DataFrame] = {}
+    step: Step | None = None
+    committed = context.history
+    for tick in range(ticked.count):
+        reads = ticked.reads_at(tick)
+        combined = min(read.watermark for read in reads.values())
+        output_ms = watermark_ms(context.checkpoint, combined)
+        step = operator.step(context, reads, combined, output_ms)
+        # Lazy: the next tick's first job materializes it and cuts the lineage there.
+        state = {role: frame.localCheckpoint(eager=False) for role, frame in step.state.items()}
+        outputs.append(step.output)
+        late.append(step.late)
+        if step.history is not None:
+            history.append(step.history)
+        buffered.append(step.figures.get("state_rows", 0))
+        for name, value in step.figures.items():
+            figures[name] = value if name in LEVEL_FIGURES else figures.get(name, 0) + value
+        context = _next_context(
+            context, state, committed, history, output_ms, event_time=operator.event_time
+        )
+    assert step is not None, "a ticked run has at least one tick"
+    figures.update(ticked.figures(buffered))
+    return TickedStep(
+        output=reduce(DataFrame.unionByName, outputs),
+        late=reduce(DataFrame.unionByName, late),
+        state=state,
+        history=reduce(DataFrame.unionByName, history) if history else None,
+        figures=figures,
+        waiting_reason=step.waiting_reason,
+        ticks=ticked.report(buffered),
+    )
+
+
+def _next_context(
+    context: RunContext,
+    state: Mapping[str, DataFrame],
+    committed: Callable[[], DataFrame | None],
+    history: Sequence[DataFrame],
+    output_ms: int | None,
+    *,
+    event_time: bool,
+) -> RunContext:
+    """What the next tick reads of the past: this tick as if committed (`committed`: the
+    history table as the last run left it; `history`: the ticks' rows so far)."""
+    earlier = list(history)
+
+    def load_history() -> DataFrame | None:
+        frames = [frame for frame in (committed(), *earlier) if frame is not None]
+        return reduce(DataFrame.unionByName, frames) if frames else None
+
+    checkpoint = context.checkpoint.model_copy(
+        update={"watermark": output_ms, "horizon": output_ms if event_time else None}
+    )
+    return RunContext(
+        checkpoint=checkpoint, clock=context.clock, load_state=state.get,
+        load_history=load_history,
+    )
+
+
+def plan_ticks(
+    reads: Mapping[str, InputRead], starts: Mapping[str, InputPosition]
+) -> TickedRun | None:
+    """Cut the run's backlog into ticks; None when no input bounds its ticks (one tick).
+
+    `starts` are the inputs' positions before the run (their stored watermarks).
+    Raises `RunError` when alignment must pause a split its reader cannot pause and
+    `'pipeline.watermark-alignment.allow-unaligned-source-splits'` is not true.
+    """
+    if all(read.spec.options.max_rows_per_tick is None for read in reads.values()):
+        return None
+    chunked: dict[str, DataFrame] = {}
+    backlogs: list[SourceBacklog] = []
+    for name, read in reads.items():
+        if not _event_time(read):
+            continue
+        chunked[name] = _chunked(read).localCheckpoint()
+        state = starts[name].watermarks
+        backlogs.append(
+            SourceBacklog(
+                source=name,
+                chunks=_chunk_watermarks(chunked[name]),
+                start_splits=state.splits,
+                alignment=AlignmentSettings.for_table(read.spec),
+            )
+        )
+    schedule = schedule_ticks(backlogs)
+    rows: dict[str, DataFrame] = {}
+    watermarks: dict[str, tuple[Watermark, ...]] = {}
+    for name, read in reads.items():
+        if name not in chunked:
+            watermarks[name] = (read.watermark,) * schedule.count
+            continue
+        table = _tick_table(read, schedule.sources[name].ticks)
+        ticked = chunked[name].join(F.broadcast(table), [SPLIT, _CHUNK])
+        assigned = _restamped(read, ticked, starts[name])
+        rows[name] = assigned.rows.select(*read.rows.columns, TICK_COLUMN).localCheckpoint()
+        watermarks[name] = _watermarks_after(assigned.progress, schedule.count)
+    return TickedRun(
+        count=schedule.count, reads=reads, rows=rows, watermarks=watermarks, schedule=schedule
+    )
+
+
+def _event_time(read: InputRead) -> bool:
+    """Whether the input makes event-time progress in this run (else: read in tick 0)."""
+    return read.spec.watermark is not None and not read.watermark.use_processing_time
+
+
+def _assigner(read: InputRead) -> WatermarkAssigner:
+    assert read.assigner is not None, "only event-time inputs are ticked"
+    return read.assigner
+
+
+def _chunked(read: InputRead) -> DataFrame:
+    """The input's rows with their split key, generated watermark (ms) and chunk number."""
+    assigner = _assigner(read)
+    # The assigner's own split key and generated value, so the chunks follow its rules.
+    base, generated_type, _ = assigner.annotate(read.rows.drop(WATERMARK_COLUMN, LATE_COLUMN))
+    bound = read.spec.options.max_rows_per_tick
+    in_split = Window.partitionBy(SPLIT)
+    if bound is None or assigner.is_system_watermark:
+        chunk = F.dense_rank().over(in_split.orderBy(COMMIT_VERSION)) - 1
+    else:
+        chunk = F.floor((F.row_number().over(in_split.orderBy(*ARRIVAL_ORDER)) - 1) / bound)
+    return base.select(
+        *read.rows.drop(WATERMARK_COLUMN, LATE_COLUMN).columns,
+        F.col(SPLIT),
+        chunk.cast(LongType()).alias(_CHUNK),
+        watermark_millis(F.col(GENERATED), generated_type).alias(GENERATED),
+    )
+
+
+def _chunk_watermarks(chunked: DataFrame) -> dict[str, list[int | None]]:
+    """Per split, the largest generated watermark of each chunk, in chunk order."""
+    facts = chunked.groupBy(SPLIT, _CHUNK).agg(F.max(GENERATED).alias(_MAX))
+    chunks: dict[str, dict[int, int | None]] = {}
+    # One row per (split, chunk): rows / max-rows-per-tick values, metadata-sized.
+    for row in facts.collect():
+        chunks.setdefault(row[SPLIT], {})[row[_CHUNK]] = row[_MAX]
+    return {split: [by_index[i] for i in sorted(by_index)] for split, by_index in chunks.items()}
+
+
+def _tick_table(read: InputRead, ticks: Mapping[tuple[str, int], int]) -> DataFrame:
+    """The small (split, chunk) → tick table, as SQL VALUES (a local relation: no job)."""
+    spark: SparkSession = read.rows.sparkSession
+    schema = StructType(
+        [StructField(SPLIT, StringType()), StructField(_CHUNK, LongType()),
+         StructField(TICK_COLUMN, LongType())]
+    )
+    if not ticks:
+        return spark.createDataFrame([], schema)
+    values = ", ".join(
+        f"({_sql_string(split)}, {chunk}, {tick})" for (split, chunk), tick in sorted(ticks.items())
+    )
+    return spark.sql(
+        f"SELECT CAST(s AS STRING) AS {SPLIT}, CAST(c AS BIGINT) AS {_CHUNK}, "
+        f"CAST(t AS BIGINT) AS {TICK_COLUMN} FROM VALUES {values} AS v(s, c, t)"
+    )
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _restamped(read: InputRead, ticked: DataFrame, start: InputPosition) -> AssignedChangelog:
+    """The rows stamped again, with the tick as the watermark emission period."""
+    columns = [c for c in read.rows.columns if c not in (WATERMARK_COLUMN, LATE_COLUMN)]
+    assigner = _assigner(read).model_copy(update={"tick": TICK_COLUMN})
+    return assigner.assign(ticked.select(*columns, TICK_COLUMN), state=start.watermarks)
+
+
+def _watermarks_after(progress: Progress, count: int) -> tuple[Watermark, ...]:
+    """The source watermark at the end of each of `count` ticks: the start of the next tick
+    that has rows of the source, or where the run leaves it."""
+    starts = {start.tick: start.watermark for start in progress.ticks}
+    after, following = [], progress.watermark
+    for tick in reversed(range(count)):
+        after.append(Watermark(following))
+        following = starts.get(tick, following)
+    return tuple(reversed(after))
