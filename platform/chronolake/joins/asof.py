@@ -169,10 +169,14 @@ def join_valid_versions(
     ).withColumn(_BUILD_JOIN, F.xxhash64(*build_key_cols, _BUCKET))
     bucket = plan.probe_bucket(F.col(_PROBE_HASH), F.col(_PROBE_TICK))
     probe_side = probe_side.withColumn(_PROBE_JOIN, F.xxhash64(*probe_key_cols, bucket))
-    # One long equi-key (a hash of key and bucket) keeps Spark's fastest hash relation; the key
-    # itself is compared too, so hash collisions cannot match.
+    # One long equi-key (a hash of key and bucket) keeps Spark's fastest hash relation (a
+    # LongHashedRelation). The keys themselves are compared too, so hash collisions cannot
+    # match; wrapped in coalesce so that the planner does not lift them into the join keys.
     on = [F.col(_PROBE_JOIN) == F.col(_BUILD_JOIN)]
-    on += [F.col(p) == F.col(b) for p, b in zip(probe_key_cols, build_key_cols, strict=True)]
+    on += [
+        F.coalesce(F.col(p) == F.col(b), F.lit(False))
+        for p, b in zip(probe_key_cols, build_key_cols, strict=True)
+    ]
     on += [
         F.col(_PROBE_TIME) >= F.col(_BUILD_TIME),
         F.col(END).isNull() | (F.col(_PROBE_TIME) < F.col(END)),

@@ -1,0 +1,247 @@
+"""Incremental runs: does a run that adds a few thousand rows cost in proportion to them?
+
+Builds a lake with a large history (`--orders` append-only orders, `--rates` rate changes
+landed as an op-column changelog), declares `enriched` (orders LEFT JOIN rates FOR SYSTEM_TIME
+AS OF order_time) and materializes it with `chronolake.runtime.views.materialize_view`:
+
+1. the first run, over the whole history;
+2. an on-time increment: `--new-orders` orders and `--new-rates` rate changes after the
+   history;
+3. the same increment with `--late-percent` of its orders late (their times fall inside the
+   history, below the watermark), which DESIGN.md joins against the version history.
+
+For each run it reports the run's own figures (rows_in, rows_out, pending_rows, state_rows,
+late rows) and what Spark did, read from Spark's status store for the stages of that run:
+rows read from files (`input_records`: inputs, state and history tables), rows written
+(`output_records`: output, state, history, late rows), executor CPU seconds and stage count.
+The ratios of each increment against the first run, all in one process, are the result;
+the report is printed and written as JSON under `benchmarks/results/`.
+
+    .venv/bin/python benchmarks/incremental.py --orders 2000000 --rates 200000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from deltalake import write_deltalake
+from pyspark.sql import SparkSession
+
+from chronolake import Catalog
+from chronolake._spark import local_spark_session
+from chronolake.runtime.views import materialize_view
+
+RESULTS = Path(__file__).resolve().parent / "results"
+START_US = 1_704_067_200_000_000  # 2024-01-01T00:00:00
+DAY_US = 86_400_000_000
+DDL = """
+CREATE TABLE orders (
+  order_id BIGINT, currency BIGINT, order_time TIMESTAMP(3), amount BIGINT,
+  WATERMARK FOR order_time AS order_time - INTERVAL '5' SECOND
+) WITH ('path' = 'orders', 'changelog' = 'append');
+CREATE TABLE rates (
+  currency BIGINT, rate BIGINT, currency_time TIMESTAMP(3),
+  WATERMARK FOR currency_time AS currency_time - INTERVAL '5' SECOND,
+  PRIMARY KEY (currency) NOT ENFORCED
+) WITH ('path' = 'rates', 'changelog' = 'op-column', 'changelog.op-column' = 'op');
+CREATE VIEW enriched AS
+SELECT o.order_id, o.currency, o.order_time, o.amount, r.rate
+FROM orders AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r
+ON o.currency = r.currency;
+"""
+FIGURES = (
+    "rows_in", "probe_rows_in", "build_rows_in", "rows_out", "emitted_probe_rows",
+    "unmatched_rows", "pending_rows", "state_rows", "late_probe_rows", "late_build_rows",
+)
+
+
+# --- data ---------------------------------------------------------------------------------------
+
+
+def _orders(rng: np.random.Generator, first_id: int, times_us: np.ndarray, keys: int) -> pa.Table:
+    rows = len(times_us)
+    return pa.table({
+        "order_id": np.arange(first_id, first_id + rows, dtype=np.int64),
+        "currency": rng.integers(0, keys, rows, dtype=np.int64),
+        "order_time": pa.array(times_us, type=pa.timestamp("us")),
+        "amount": rng.integers(1, 100_000, rows, dtype=np.int64),
+    })
+
+
+def _rates(
+    rng: np.random.Generator, times_us: np.ndarray, keys: int, *, first: bool
+) -> pa.Table:
+    """Rate changes: every key's first event is `+I` (in the first batch), then `+U`, 3% `-D`."""
+    rows = len(times_us)
+    currency = rng.integers(0, keys, rows, dtype=np.int64)
+    op = np.where(rng.random(rows) < 0.03, "-D", "+U").astype(object)
+    if first:
+        _, firsts = np.unique(currency, return_index=True)
+        op[firsts] = "+I"
+    return pa.table({
+        "currency": currency,
+        "rate": rng.integers(1, 1_000_000, rows, dtype=np.int64),
+        "currency_time": pa.array(times_us, type=pa.timestamp("us")),
+        "op": op.astype(str),
+    })
+
+
+def _ascending(rng: np.random.Generator, rows: int, start_us: int, span_us: int) -> np.ndarray:
+    """Times rising through the span with up to 2 s of disorder, as a stream arrives."""
+    steps = start_us + np.arange(rows, dtype=np.int64) * span_us // max(rows, 1)
+    return steps + rng.integers(0, 2_000_000, rows, dtype=np.int64)
+
+
+def _append(path: Path, table: pa.Table, commits: int) -> None:
+    for piece in np.array_split(np.arange(table.num_rows), commits):
+        if len(piece):
+            write_deltalake(str(path), table.take(pa.array(piece)), mode="append")
+
+
+# --- Spark's own accounting ---------------------------------------------------------------------
+
+
+class StageMeter:
+    """Rows read and written, CPU and stages of the Spark stages that ran since `start()`.
+
+    Reads Spark's status store (kept with the UI disabled too): metadata-sized, one record
+    per stage.
+    """
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._spark = spark
+        self._seen: set[int] = set()
+
+    def _stages(self) -> list:
+        jvm = self._spark.sparkContext._jvm  # type: ignore[attr-defined]
+        store = self._spark.sparkContext._jsc.sc().statusStore()  # type: ignore[union-attr]
+        no_quantiles = self._spark.sparkContext._gateway.new_array(jvm.double, 0)  # type: ignore[union-attr]
+        stages = store.stageList(None, False, False, no_quantiles, None)
+        return [stages.apply(i) for i in range(stages.size())]
+
+    def start(self) -> None:
+        self._seen = {stage.stageId() for stage in self._stages()}
+
+    def read(self) -> dict[str, float]:
+        new = [stage for stage in self._stages() if stage.stageId() not in self._seen]
+        return {
+            "stages": len(new),
+            "input_records": sum(stage.inputRecords() for stage in new),
+            "output_records": sum(stage.outputRecords() for stage in new),
+            "shuffle_records": sum(stage.shuffleWriteRecords() for stage in new),
+            "executor_cpu_s": round(sum(stage.executorCpuTime() for stage in new) / 1e9, 3),
+        }
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+def _measure(catalog: Catalog, meter: StageMeter, label: str) -> dict:
+    meter.start()
+    started = time.perf_counter()
+    result = materialize_view(catalog, "enriched")
+    seconds = time.perf_counter() - started
+    spark = meter.read()
+    figures = {name: int(result.figures.get(name, 0)) for name in FIGURES}
+    print(
+        f"{label:<22}{seconds:>8.2f}s  read {spark['input_records']:>10,}  written "
+        f"{spark['output_records']:>10,}  cpu {spark['executor_cpu_s']:>7.2f}s  "
+        f"stages {spark['stages']:>3}  rows_in {figures['rows_in']:>9,}  rows_out "
+        f"{figures['rows_out']:>9,}  state {figures['state_rows']:>7,}  "
+        f"late {figures['late_probe_rows']}",
+        flush=True,
+    )
+    return {"seconds": round(seconds, 3), "status": str(result.status), **spark,
+            "figures": figures}
+
+
+def _ratios(increment: dict, first: dict) -> dict[str, float | None]:
+    def ratio(a: float, b: float) -> float | None:
+        return round(a / b, 5) if b else None
+
+    return {
+        "seconds": ratio(increment["seconds"], first["seconds"]),
+        "input_records": ratio(increment["input_records"], first["input_records"]),
+        "output_records": ratio(increment["output_records"], first["output_records"]),
+        "executor_cpu_s": ratio(increment["executor_cpu_s"], first["executor_cpu_s"]),
+        "rows_in": ratio(increment["figures"]["rows_in"], first["figures"]["rows_in"]),
+    }
+
+
+def main() -> None:
+    """Build the lake, run the view three times, report the ratios."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--orders", type=int, default=2_000_000, help="history orders")
+    parser.add_argument("--rates", type=int, default=200_000, help="history rate changes")
+    parser.add_argument("--keys", type=int, default=1_000, help="distinct currencies")
+    parser.add_argument("--new-orders", type=int, default=5_000, help="orders per increment")
+    parser.add_argument("--new-rates", type=int, default=500, help="rate changes per increment")
+    parser.add_argument("--late-percent", type=float, default=1.0,
+                        help="late orders in the third run, percent")
+    parser.add_argument("--commits", type=int, default=10, help="commits of the history")
+    args = parser.parse_args()
+    rng = np.random.default_rng(11)
+    spark = local_spark_session("chronolake-bench-incremental")
+    meter = StageMeter(spark)
+    with tempfile.TemporaryDirectory(prefix="chronolake-incremental-") as folder:
+        lake = Path(folder)
+        _append(lake / "orders", _orders(rng, 0, _ascending(rng, args.orders, START_US, DAY_US),
+                                         args.keys), args.commits)
+        _append(lake / "rates", _rates(rng, _ascending(rng, args.rates, START_US, DAY_US),
+                                       args.keys, first=True), args.commits)
+        catalog = Catalog(lake, spark)
+        list(catalog.run_script(DDL))
+        runs = {"first run": _measure(catalog, meter, "first run (history)")}
+        next_id, hour = args.orders, 3_600_000_000
+        for number, (label, late) in enumerate(
+            (("on-time increment", 0.0), ("increment, late rows", args.late_percent)), start=1
+        ):
+            start = START_US + DAY_US + (number - 1) * hour
+            times = _ascending(rng, args.new_orders, start, hour)
+            late_rows = rng.random(args.new_orders) < late / 100
+            times = np.where(late_rows, START_US + rng.integers(0, DAY_US, args.new_orders), times)
+            _append(lake / "orders", _orders(rng, next_id, times, args.keys), 1)
+            _append(lake / "rates", _rates(rng, _ascending(rng, args.new_rates, start, hour),
+                                           args.keys, first=False), 1)
+            next_id += args.new_orders
+            runs[label] = _measure(catalog, meter, label)
+    first = runs["first run"]
+    report = {
+        "benchmark": "incremental",
+        "history_orders": args.orders,
+        "history_rates": args.rates,
+        "keys": args.keys,
+        "new_orders": args.new_orders,
+        "new_rates": args.new_rates,
+        "late_percent": args.late_percent,
+        "new_rows_vs_history": round((args.new_orders + args.new_rates)
+                                     / (args.orders + args.rates), 5),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "runs": runs,
+        "ratios_vs_first_run": {
+            label: _ratios(run, first) for label, run in runs.items() if run is not first
+        },
+    }
+    print(f"new rows / history rows: {report['new_rows_vs_history']}")
+    for label, ratios in report["ratios_vs_first_run"].items():
+        print(f"{label:<22}" + "  ".join(f"{k} {v}" for k, v in ratios.items()))
+    RESULTS.mkdir(exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = RESULTS / f"incremental-{args.orders}-{stamp}.json"
+    path.write_text(json.dumps(report, indent=2))
+    print(f"written {path}  (load average {report['load_average']})")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
