@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dagster import Definitions
+from dagster import Definitions, in_process_executor
 
 from chronolake.catalog import Catalog
 from chronolake.dagster import chronolake_asset_checks, chronolake_assets
@@ -28,6 +28,7 @@ def build_definitions() -> Definitions:
         schedules=SCHEDULES,
         sensors=sensors(RESOURCES["lake"]),
         resources=RESOURCES,
+        executor=in_process_executor,  # a run's ops share its Spark session and DataFrames
     )
 
 

@@ -38,6 +38,8 @@ OUTPUT = Path(__file__).resolve().parent / "output"
 # The derived table whose latest run the test opens, and the checks whose passing result it shows.
 SHOWN_ASSET = "orders_enriched"
 SHOWN_CHECKS = ("watermark_never_decreases", "late_row_rate", "pending_rows_age")
+# The ops of its graph-backed asset: the stages of a run, each a step of the run's page.
+SHOWN_STEPS = ("read_changelog", "temporal_join", "commit")
 PLATFORM_ASSETS = (
     "orders",
     "rates",
@@ -45,6 +47,7 @@ PLATFORM_ASSETS = (
     "latest_rates",
     "orders_enriched",
     "orders_enriched_latest",
+    "orders_per_currency",
 )
 # The instance the demo and the server share: no telemetry, no "join the community" dialog.
 INSTANCE_YAML = "telemetry:\n  enabled: false\nnux:\n  enabled: false\n"
@@ -65,7 +68,7 @@ def test_dagster_ui_shows_the_platform_its_metadata_and_checks(tmp_path: Path) -
     (home / "dagster.yaml").write_text(INSTANCE_YAML)
     env = dict(os.environ, DAGSTER_HOME=str(home), CHRONOLAKE_LAKE=str(lake))
     _run_demo(lake, env=env)
-    recorded = _recorded_metadata(home, SHOWN_ASSET)
+    recorded, run_id = _recorded_metadata(home, SHOWN_ASSET)
     spec = load_entries(lake)[SHOWN_ASSET].spec
 
     with dagster_dev(REPOSITORY_ROOT, env=env, log_path=tmp_path / "dagster-dev.log") as server:
@@ -78,6 +81,7 @@ def test_dagster_ui_shows_the_platform_its_metadata_and_checks(tmp_path: Path) -
                     page, server.url, tmp_path / f"3-{SHOWN_ASSET}.png", spec, recorded
                 )
                 _check_asset_checks(page, server.url, tmp_path / f"4-{SHOWN_ASSET}-checks.png")
+                _check_run_steps(page, server.url, run_id, tmp_path / f"5-{SHOWN_ASSET}-run.png")
             except Exception:
                 page.screenshot(path=tmp_path / "failure.png")
                 raise
@@ -112,12 +116,14 @@ def _run_demo(lake: Path, *, env: dict[str, str]) -> None:
     assert done.returncode == 0, f"chronolake demo failed:\n{done.stdout}\n{done.stderr}"
 
 
-def _recorded_metadata(home: Path, asset: str) -> dict[str, object]:
-    """The metadata values of the asset's latest materialization, as the instance holds them."""
+def _recorded_metadata(home: Path, asset: str) -> tuple[dict[str, object], str]:
+    """The metadata values of the asset's latest materialization, as the instance holds them,
+    and the id of the run that recorded it."""
     with DagsterInstance.from_config(str(home)) as instance:
         event = instance.get_latest_materialization_event(AssetKey(asset))
     assert event is not None and event.asset_materialization is not None, f"{asset} not recorded"
-    return {key: entry.value for key, entry in event.asset_materialization.metadata.items()}
+    metadata = event.asset_materialization.metadata
+    return {key: entry.value for key, entry in metadata.items()}, event.run_id
 
 
 def _check_asset_graph(page: Page, url: str, screenshot: Path) -> None:
@@ -192,6 +198,15 @@ def _check_asset_checks(page: Page, url: str, screenshot: Path) -> None:
         expect(page).to_have_url(re.compile(rf"[?&]checkDetail={check}$"))
         result = page.get_by_text("Evaluation result", exact=True).locator("xpath=..")
         expect(result).to_contain_text("Passed")
+    page.screenshot(path=screenshot)
+
+
+def _check_run_steps(page: Page, url: str, run_id: str, screenshot: Path) -> None:
+    """The run's page shows each stage of the derived table's run as a step that succeeded."""
+    page.goto(f"{url}/runs/{run_id}")
+    expect(page.get_by_text("Success", exact=True).first).to_be_visible()
+    for step in SHOWN_STEPS:
+        expect(page.get_by_text(f"{SHOWN_ASSET}.{step}", exact=True).first).to_be_visible()
     page.screenshot(path=screenshot)
 
 

@@ -36,8 +36,8 @@ def catalog(demo_lake: Path, spark: SparkSession) -> Catalog:
 
 def test_platform_ddl_registers_tables_and_views(catalog: Catalog) -> None:
     assert catalog.names() == [
-        "latest_rates", "orders", "orders_enriched", "orders_enriched_latest", "rates",
-        "rates_hybrid",
+        "latest_rates", "orders", "orders_enriched", "orders_enriched_latest",
+        "orders_per_currency", "rates", "rates_hybrid",
     ]
     rates = catalog.spec("rates")
     assert isinstance(rates, TableSpec) and rates.kind is TableKind.VERSIONED

@@ -15,9 +15,14 @@ from dagster import (
     DagsterInstance,
     Definitions,
     ExecuteInProcessResult,
+    GraphDefinition,
     MetadataValue,
+    OpDefinition,
     TableSchema,
+    build_input_context,
+    build_output_context,
     build_sensor_context,
+    in_process_executor,
 )
 from pyspark.sql import SparkSession
 
@@ -28,7 +33,12 @@ from chronolake.dagster import (
     chronolake_assets,
     local_pyspark_resource,
 )
+from chronolake.dagster.handoff import RunHandoffIOManager
+from chronolake.dagster.metadata import run_metadata
 from chronolake.demo import build_demo_lake
+from chronolake.errors import RunError
+from chronolake.runtime.result import RunResult, RunStatus, TickReport
+from chronolake.watermarks.watermark import LONG_MIN
 from ops import JOBS, sensors
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,7 +66,7 @@ def test_tables_are_assets_with_time_metadata(lake: Path) -> None:
     assets = {a.key.to_user_string(): a for a in chronolake_assets(lake)}
     assert set(assets) == {
         "orders", "rates", "rates_hybrid", "latest_rates", "orders_enriched",
-        "orders_enriched_latest",
+        "orders_enriched_latest", "orders_per_currency",
     }
     rates = _values(assets["rates"].metadata)  # observable source asset
     assert rates["chronolake/kind"] == "versioned"
@@ -77,6 +87,87 @@ def test_tables_are_assets_with_time_metadata(lake: Path) -> None:
     enriched = assets["orders_enriched"].specs_by_key[AssetKey("orders_enriched")]
     assert _values(enriched.metadata)["chronolake/kind"] == "regular"
     assert {dep.asset_key.to_user_string() for dep in enriched.deps} == {"orders", "rates"}
+
+
+def test_derived_tables_run_as_graphs_whose_ops_are_the_stages(lake: Path) -> None:
+    assets = {a.key.to_user_string(): a for a in chronolake_assets(lake)}
+    for name in ("orders_enriched", "orders_enriched_latest"):
+        graph = assets[name].node_def
+        assert isinstance(graph, GraphDefinition)
+        assert [node.name for node in graph.nodes_in_topological_order] == [
+            "read_changelog", "temporal_join", "commit",
+        ]
+    assert isinstance(assets["latest_rates"].node_def, OpDefinition)  # recomputed: one op
+
+
+WINDOW_VIEW = """CREATE VIEW orders_per_minute AS
+SELECT window_start, window_end, currency, COUNT(*) AS orders, SUM(amount) AS amount
+FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(order_time), INTERVAL '1' MINUTES))
+GROUP BY window_start, window_end, currency"""
+
+
+def test_a_window_view_runs_through_its_window_aggregate_op(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    build_demo_lake(tmp_path)
+    Catalog(tmp_path).declare((ROOT / "assets" / "platform.sql").read_text() + ";" + WINDOW_VIEW)
+    assets = {a.key.to_user_string(): a for a in chronolake_assets(tmp_path)}
+    graph = assets["orders_per_minute"].node_def
+    assert isinstance(graph, GraphDefinition)
+    assert [node.name for node in graph.nodes_in_topological_order] == [
+        "read_changelog", "window_aggregate", "commit",
+    ]
+    instance = DagsterInstance.ephemeral()
+    definitions = Definitions(
+        assets=list(assets.values()), executor=in_process_executor,
+        resources={"lake": LakeResource(root=str(tmp_path)), "pyspark": local_pyspark_resource()},
+    )
+    job = definitions.resolve_implicit_global_asset_job_def()
+    selection = [AssetKey("orders_per_minute")]
+    done = job.execute_in_process(instance=instance, asset_selection=selection)
+    assert done.success
+    assert all(evaluation.passed for evaluation in done.get_asset_check_evaluations())
+    shown = _latest_metadata(instance, "orders_per_minute")
+    assert shown["rows_out"] == shown["dagster/row_count"] >= shown["windows_fired"] > 0
+    assert shown["open_windows"] > 0  # the last minutes wait for the watermark
+    waiting = _check_metadata(done, "orders_per_minute", "pending_rows_age")
+    assert 0 < waiting["oldest_pending_age_seconds"] < 3600  # rows held in open windows
+    assert list(shown["chronolake/stages"]) == [  # type: ignore[arg-type]
+        "commit", "metadata", "read_changelog", "window_aggregate",
+    ]
+
+
+def test_run_figures_ticks_and_split_alignment_become_metadata(tmp_path: Path) -> None:
+    result = RunResult(
+        table="orders_enriched", run=3, status=RunStatus.COMMITTED,
+        figures={"rows_in": 10, "windows_fired": 2, "open_windows": 1, "late_rate": 0.25},
+        ticks=TickReport(
+            ticks=4, buffered_rows=[5, 9, 7, 0],
+            split_watermarks={"orders": {"eu": 1_793_612_395_000, "us": LONG_MIN}},
+            paused_splits={"orders": ["eu"]}, pauses={"orders": 2, "rates": 1},
+            resumes={"orders": 1}, unaligned=["rates"],
+        ),
+    )
+    metadata = _values(run_metadata(result, tmp_path / "not-materialized"))
+    assert {k: metadata[k] for k in ("rows_in", "windows_fired", "open_windows", "late_rate")} == {
+        "rows_in": 10, "windows_fired": 2, "open_windows": 1, "late_rate": 0.25,
+    }
+    assert {k: metadata[k] for k in (
+        "ticks", "peak_buffered_rows", "split_pauses", "split_resumes", "paused_splits",
+    )} == {"ticks": 4, "peak_buffered_rows": 9, "split_pauses": 3, "split_resumes": 1,
+           "paused_splits": 1}
+    assert metadata["chronolake/unaligned_inputs"] == "rates"
+    assert str(metadata["chronolake/split_watermarks"]).splitlines()[2:] == [
+        "| orders | eu | 2026-11-02T09:39:55.000+00:00 | paused |",
+        "| orders | us | none yet |  |",
+    ]
+
+
+def test_run_handoff_outside_one_process_says_how_to_fix_it() -> None:
+    manager = RunHandoffIOManager()
+    upstream = build_output_context(step_key="orders_enriched.read_changelog", name="result")
+    with pytest.raises(RunError, match="must execute in one process.*in_process_executor"):
+        manager.load_input(build_input_context(upstream_output=upstream))
 
 
 def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: SparkSession) -> None:
@@ -100,7 +191,10 @@ def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: Spar
     assert rates_version.asset_observation.data_version == "5"
 
     refresh = definitions.resolve_job_def("refresh_views")
-    refreshed = refresh.execute_in_process(instance=instance)
+    # a full refresh through the launchpad's config path; on a first run it reads what a plain
+    # run reads
+    rebuild = {"ops": {"orders_enriched": {"config": {"full_refresh": True}}}}
+    refreshed = refresh.execute_in_process(instance=instance, run_config=rebuild)
     assert refreshed.success
     assert _checks(refreshed) == {
         ("latest_rates", "primary_key_unique"): True,
@@ -116,6 +210,14 @@ def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: Spar
     assert "| EUR | 1.0900000000 |" in str(latest["preview"])
     enriched = _latest_metadata(instance, "orders_enriched")
     assert enriched["chronolake/status"] == "committed"
+    assert str(enriched["chronolake/message"]).startswith("run 1 rebuilt the table from scratch")
+    stages = enriched["chronolake/stages"]
+    assert isinstance(stages, dict)
+    assert list(stages) == ["commit", "metadata", "read_changelog", "temporal_join"]
+    assert stages["metadata"]["spark_jobs"] == 0  # row count, preview and checks: no Spark
+    assert enriched["spark_jobs"] == sum(stage["spark_jobs"] for stage in stages.values()) > 0
+    pending_age = _check_metadata(refreshed, "orders_enriched", "pending_rows_age")
+    assert 0 < pending_age["oldest_pending_age_seconds"] < 3600  # the demo lake's commits
     assert enriched["rows_out"] == enriched["dagster/row_count"] > 0
     assert enriched["rows_out"] + enriched["pending_rows"] == 2000
     assert isinstance(enriched["chronolake/watermark"], float)
@@ -129,6 +231,7 @@ def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: Spar
     again = _latest_metadata(instance, "orders_enriched")
     assert again["chronolake/status"] == "up-to-date"
     assert again["dagster/row_count"] == enriched["dagster/row_count"]
+    assert again["spark_jobs"] == 0  # nothing new: the Delta logs say so, without Spark
 
     sensor = definitions.resolve_sensor_def("new_delta_versions")
     first = sensor.evaluate_tick(build_sensor_context(instance=instance))
@@ -141,6 +244,14 @@ def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: Spar
     assert [r.run_key for r in moved.run_requests] == ["orders@4,rates@6"]
     assert refresh.execute_in_process(instance=instance).success
     assert _latest_metadata(instance, "orders_enriched")["build_rows_in"] == 2  # -U and +U
+
+
+def _check_metadata(result: ExecuteInProcessResult, asset: str, check: str) -> dict[str, Any]:
+    [evaluation] = [
+        e for e in result.get_asset_check_evaluations()
+        if e.asset_key == AssetKey(asset) and e.check_name == check
+    ]
+    return _values(evaluation.metadata)
 
 
 def _checks(result: ExecuteInProcessResult) -> dict[tuple[str, str], bool]:
@@ -161,14 +272,17 @@ def test_workspace_loads_headless(lake: Path) -> None:
 
 
 def test_asset_materialize_works_headless(lake: Path, tmp_path: Path) -> None:
+    """`dagster asset materialize` executes with the platform's executor: a derived table's ops
+    hand their Spark work over in memory, which fails unless they share one process."""
     env = {**os.environ, "CHRONOLAKE_LAKE": str(lake), "DAGSTER_HOME": str(tmp_path)}
     dagster = Path(sys.executable).with_name("dagster")
     result = subprocess.run(
         [str(dagster), "asset", "materialize", "-m", "assets.definitions", "-d", ".",
-         "--select", "latest_rates"],
+         "--select", "latest_rates,orders_enriched"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "RUN_SUCCESS" in result.stdout + result.stderr
     materialized = DagsterInstance.from_config(str(tmp_path))
-    assert materialized.get_latest_materialization_event(AssetKey("latest_rates")) is not None
+    for asset in ("latest_rates", "orders_enriched"):
+        assert materialized.get_latest_materialization_event(AssetKey(asset)) is not None

@@ -3,7 +3,9 @@
 Source tables are observable source assets whose data version is the Delta
 table version; views are assets whose materialization brings their Delta table
 under `_chronolake/views/` up to date: incrementally, exactly once, for views
-with a temporal join, by recomputing for the others.
+run by an operator (a temporal join, a window aggregate: graph-backed assets
+whose ops are the run's stages, see `derived_assets`), by recomputing for the
+others (one op).
 """
 
 # No `from __future__ import annotations` here: Dagster reads the `context` annotation at
@@ -18,7 +20,6 @@ from dagster import (
     AssetExecutionContext,
     AssetKey,
     AssetsDefinition,
-    Config,
     DataVersion,
     MaterializeResult,
     ObserveResult,
@@ -27,15 +28,14 @@ from dagster import (
     observable_source_asset,
 )
 from dagster_pyspark import PySparkResource
-from pydantic import Field
 
 from chronolake.catalog import load_entries
-from chronolake.dagster.checks import primary_key_check, run_check_results, run_check_specs
+from chronolake.dagster.checks import primary_key_check
+from chronolake.dagster.derived_assets import derived_asset
 from chronolake.dagster.metadata import run_metadata, table_definition_metadata
 from chronolake.dagster.resources import LakeResource
 from chronolake.lake.tables import table_row_count, table_version
 from chronolake.runtime.derived import output_path
-from chronolake.runtime.source_checks import OverwritePolicy
 from chronolake.runtime.views import is_incremental, materialize_view
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.sql.query import referenced_tables
@@ -46,7 +46,17 @@ DERIVED_GROUP = "derived"
 
 
 def chronolake_assets(lake_root: str | os.PathLike[str]) -> list[AssetsDefinition | SourceAsset]:
-    """One asset per catalog entry of the lake at `lake_root` (read without Spark)."""
+    """One asset per catalog entry of the lake at `lake_root` (read without Spark).
+
+    The derived tables' ops hand Spark DataFrames to each other in memory, so the
+    Definitions holding them need `executor=in_process_executor` (one process, one
+    Spark session per run).
+
+    Example:
+        >>> Definitions(assets=chronolake_assets("lake"), executor=in_process_executor,
+        ...             resources={"lake": LakeResource(root="lake"),
+        ...                        "pyspark": local_pyspark_resource()})
+    """
     root = Path(lake_root).resolve()
     definitions: list[AssetsDefinition | SourceAsset] = []
     for entry in load_entries(root).values():
@@ -56,19 +66,6 @@ def chronolake_assets(lake_root: str | os.PathLike[str]) -> list[AssetsDefinitio
         else:
             definitions.append(_view_asset(spec, output_path(root, spec.name)))
     return definitions
-
-
-class RunConfig(Config):
-    """A view run's launchpad config: `ops: {orders_enriched: {config: {full_refresh: true}}}`."""
-
-    full_refresh: bool = Field(
-        False, description="Rebuild from scratch, replacing the output, late rows and state."
-    )
-    on_source_overwrite: OverwritePolicy = Field(
-        OverwritePolicy.FAIL,
-        description="When a source was rewritten by OVERWRITE since the last run: fail, or "
-        "full-refresh.",
-    )
 
 
 def chronolake_asset_checks(lake_root: str | os.PathLike[str]) -> list[AssetChecksDefinition]:
@@ -107,36 +104,33 @@ def _source_table_asset(spec: TableSpec, path: Path) -> SourceAsset:
 
 def _view_asset(spec: ViewSpec, path: Path) -> AssetsDefinition:
     incremental = is_incremental(spec)
-    how = "incremental runs (temporal join)" if incremental else "recomputed on each run"
+    how = "incremental runs" if incremental else "recomputed on each run"
+    description = f"View ({spec.kind.value}, {how}):\n\n```sql\n{spec.query}\n```"
+    upstream = [name.lower() for name in referenced_tables(spec.query)]
+    if incremental:
+        return derived_asset(
+            spec, upstream=upstream, group_name=DERIVED_GROUP, description=description,
+            metadata=table_definition_metadata(spec, path),
+        )
+
     @asset(
         name=spec.name,
-        check_specs=run_check_specs(spec.name) if incremental else None,
-        group_name=DERIVED_GROUP if incremental else VIEWS_GROUP,
-        deps=[AssetKey(name.lower()) for name in referenced_tables(spec.query)],
-        description=f"View ({spec.kind.value}, {how}):\n\n```sql\n{spec.query}\n```",
+        group_name=VIEWS_GROUP,
+        deps=[AssetKey(name) for name in upstream],
+        description=description,
         metadata=table_definition_metadata(spec, path),
         kinds={"spark", "delta"},
     )
-    def _materialize(
-        context: AssetExecutionContext,
-        config: RunConfig,
-        pyspark: PySparkResource,
-        lake: LakeResource,
+    def _recompute(
+        context: AssetExecutionContext, pyspark: PySparkResource, lake: LakeResource
     ) -> MaterializeResult:
         catalog = lake.catalog(pyspark.spark_session)
         started = time.monotonic()
-        result = materialize_view(
-            catalog, spec.name, full_refresh=config.full_refresh,
-            on_source_overwrite=config.on_source_overwrite,
-        )
+        result = materialize_view(catalog, spec.name)
         seconds = time.monotonic() - started
         context.log.info(f"{spec.name}: {result.message} in {seconds:.1f} s")
-        checks = (
-            run_check_results(context.instance, catalog, lake, result) if incremental else None
-        )
-        metadata = run_metadata(catalog.spark, result, path)
+        metadata = run_metadata(result, path)
         metadata["run_seconds"] = round(seconds, 3)
-        metadata["rows_per_second"] = round(result.figures.get("rows_in", 0) / seconds, 1)
-        return MaterializeResult(metadata=metadata, check_results=checks)
+        return MaterializeResult(metadata=metadata)
 
-    return _materialize
+    return _recompute

@@ -10,8 +10,10 @@
 # definition time and refuses a string.
 
 import time
+from datetime import UTC
 from pathlib import Path
 
+import pyarrow.compute as pc
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
@@ -23,20 +25,27 @@ from dagster import (
     asset_check,
 )
 from dagster_pyspark import PySparkResource
+from deltalake import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from chronolake.catalog import Catalog
 from chronolake.dagster.resources import LakeResource
 from chronolake.lake.changelog import COMMIT_TIMESTAMP
-from chronolake.runtime.derived import pending_rows
+from chronolake.runtime.checkpoint import CheckpointStore
+from chronolake.runtime.derived import STATE_ROOT
 from chronolake.runtime.result import RunResult
+from chronolake.runtime.stored import STATE_PREFIX
+from chronolake.runtime.window_operator import OPEN_ROLE
 from chronolake.schema import TableSpec, ViewSpec
 
 WATERMARK_CHECK = "watermark_never_decreases"
 LATE_RATE_CHECK = "late_row_rate"
 PENDING_AGE_CHECK = "pending_rows_age"
 PRIMARY_KEY_CHECK = "primary_key_unique"
+_WAITING_ROLES = ("pending", OPEN_ROLE)  # state roles holding rows that wait for a watermark
+RUN_CHECKS = (WATERMARK_CHECK, LATE_RATE_CHECK, PENDING_AGE_CHECK)
+"""The checks every run of an incremental view evaluates, in `run_check_results`' order."""
 
 
 def run_check_specs(name: str) -> list[AssetCheckSpec]:
@@ -120,12 +129,27 @@ def _previous_watermark(instance: DagsterInstance, key: AssetKey) -> float | Non
 
 
 def _oldest_pending_age(catalog: Catalog, name: str) -> float:
-    """Seconds since the oldest pending probe row's commit (0 with nothing pending)."""
-    pending = pending_rows(catalog, name)
-    if pending is None:
+    """Seconds since the oldest waiting row's commit (0 with none): rows pending in a temporal
+    join's state, or held in a window aggregate's open windows.
+
+    Read with delta-rs and Arrow from the state tables' commit-time column, batch
+    by batch: a Spark job here would add a second to every run.
+    """
+    store = CheckpointStore(catalog.root / STATE_ROOT / name.lower())
+    tables = [store.directory / path for role, path in store.latest().state.items()
+              if role in _WAITING_ROLES]
+    column = STATE_PREFIX + COMMIT_TIMESTAMP
+    datasets = [DeltaTable(str(table)).to_pyarrow_dataset() for table in tables]
+    # One minimum per Arrow batch of a single column: the loop is over batches, not rows.
+    minima = [
+        pc.min(batch.column(0)).as_py()
+        for dataset in datasets if column in dataset.schema.names
+        for batch in dataset.to_batches(columns=[column])
+    ]
+    times = [moment for moment in minima if moment is not None]
+    if not times:
         return 0.0
-    # One row read back: the oldest commit timestamp among pending rows.
-    row = pending.agg(F.min(F.unix_millis(F.col(COMMIT_TIMESTAMP))).alias("oldest")).first()
-    if row is None or row["oldest"] is None:
-        return 0.0
-    return max(time.time() - row["oldest"] / 1000, 0.0)
+    oldest = min(times)
+    if oldest.tzinfo is None:  # stored without a zone: the session's, UTC
+        oldest = oldest.replace(tzinfo=UTC)
+    return max(time.time() - oldest.timestamp(), 0.0)

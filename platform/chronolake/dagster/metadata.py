@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from dagster import MetadataValue, TableColumn, TableSchema
 from dagster._core.definitions.metadata.metadata_set import NamespacedMetadataSet
-from pyspark.sql import SparkSession
 
 from chronolake.dagster.preview import markdown_preview
 from chronolake.lake.tables import table_row_count
-from chronolake.runtime.result import RunResult
+from chronolake.runtime.result import RunResult, TickReport
 from chronolake.schema import (
     ComputedColumn,
     MetadataColumn,
@@ -20,6 +20,7 @@ from chronolake.schema import (
     TableSpec,
     ViewSpec,
 )
+from chronolake.watermarks.watermark import LONG_MAX, LONG_MIN
 
 
 class ChronolakeMetadataSet(NamespacedMetadataSet):
@@ -80,8 +81,14 @@ def table_definition_metadata(spec: TableSpec | ViewSpec, uri: Path | None) -> d
     return metadata | {key: value for key, value in dict(chronolake).items() if value is not None}
 
 
-def run_metadata(spark: SparkSession, result: RunResult, path: Path) -> dict[str, Any]:
-    """A run's materialization metadata: the figures Dagster plots, the watermark, a preview."""
+def run_metadata(result: RunResult, path: Path) -> dict[str, Any]:
+    """A run's materialization metadata: the figures Dagster plots, the watermark, a preview.
+
+    Every numeric figure of the run (`RunResult.figures`) becomes a numeric entry under
+    its own name, so Dagster plots it over materializations; ticks and split alignment
+    (`RunResult.ticks`) add their counts and a per-split table. No Spark job: the row
+    count comes from the Delta log, the preview from delta-rs.
+    """
     metadata: dict[str, Any] = {
         "dagster/uri": path.as_uri(),
         "chronolake/run": result.run,
@@ -90,7 +97,7 @@ def run_metadata(spark: SparkSession, result: RunResult, path: Path) -> dict[str
     }
     if path.exists():
         metadata["dagster/row_count"] = table_row_count(path)
-        metadata["preview"] = MetadataValue.md(markdown_preview(spark, path))
+        metadata["preview"] = MetadataValue.md(markdown_preview(path))
     if result.watermark_ms is not None:
         metadata["chronolake/watermark"] = MetadataValue.timestamp(result.watermark_ms / 1000)
         lag = max(time.time() - result.watermark_ms / 1000, 0.0)
@@ -103,6 +110,40 @@ def run_metadata(spark: SparkSession, result: RunResult, path: Path) -> dict[str
         metadata[f"chronolake/switch_version/{name}"] = version
     if result.waiting_reason:
         metadata["chronolake/waiting_reason"] = result.waiting_reason
+    if result.ticks is not None:
+        metadata |= tick_metadata(result.ticks)
     for name, value in result.figures.items():
         metadata[name] = MetadataValue.int(value) if isinstance(value, int) else value
     return metadata
+
+
+def tick_metadata(ticks: TickReport) -> dict[str, Any]:
+    """Ticks and split alignment: counts Dagster plots, and which split stood where."""
+    metadata: dict[str, Any] = {
+        "ticks": MetadataValue.int(ticks.ticks),
+        "split_pauses": MetadataValue.int(sum(ticks.pauses.values())),
+        "split_resumes": MetadataValue.int(sum(ticks.resumes.values())),
+        "paused_splits": MetadataValue.int(sum(len(s) for s in ticks.paused_splits.values())),
+    }
+    if ticks.buffered_rows:
+        metadata["peak_buffered_rows"] = MetadataValue.int(max(ticks.buffered_rows))
+    if ticks.unaligned:
+        metadata["chronolake/unaligned_inputs"] = ", ".join(ticks.unaligned)
+    if ticks.split_watermarks:
+        rows = [
+            f"| {source} | {split} | {_instant(watermark)} | "
+            f"{'paused' if split in ticks.paused_splits.get(source, ()) else ''} |"
+            for source, splits in ticks.split_watermarks.items()
+            for split, watermark in sorted(splits.items())
+        ]
+        table = ["| input | split | watermark | |", "|---|---|---|---|", *rows]
+        metadata["chronolake/split_watermarks"] = MetadataValue.md("\n".join(table))
+    return metadata
+
+
+def _instant(watermark_ms: int) -> str:
+    if watermark_ms <= LONG_MIN:
+        return "none yet"
+    if watermark_ms >= LONG_MAX:
+        return "+infinity (finished)"
+    return datetime.fromtimestamp(watermark_ms / 1000, UTC).isoformat(timespec="milliseconds")

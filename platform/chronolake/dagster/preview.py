@@ -4,21 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyspark.sql import SparkSession
-
-from chronolake.lake import backend_for
+from deltalake import DeltaTable
 
 PREVIEW_ROWS = 10
 
 
-def markdown_preview(spark: SparkSession, path: Path, *, rows: int = PREVIEW_ROWS) -> str:
-    """The first `rows` rows of the Delta table at `path` as a Markdown table."""
-    frame = backend_for(spark).snapshot(path).limit(rows)
-    header = "| " + " | ".join(frame.columns) + " |"
-    rule = "|" + "---|" * len(frame.columns)
-    # A handful of rows for display: metadata-sized, so taking them to the driver is fine.
+def markdown_preview(path: Path, *, rows: int = PREVIEW_ROWS) -> str:
+    """The first `rows` rows of the Delta table at `path` as a Markdown table.
+
+    Read with delta-rs from the first data files, not with Spark: a preview is
+    shown after every run, and a Spark job would add a second or so to each.
+    """
+    # A handful of rows for display: metadata-sized, so reading them in the driver is fine.
+    head = DeltaTable(str(path)).to_pyarrow_dataset().head(rows)
+    header = "| " + " | ".join(head.column_names) + " |"
+    rule = "|" + "---|" * head.num_columns
     lines = [
-        "| " + " | ".join("" if value is None else str(value) for value in row) + " |"
-        for row in frame.take(rows)
+        "| " + " | ".join("" if value is None else str(value) for value in row.values()) + " |"
+        for row in head.to_pylist()
     ]
     return "\n".join([header, rule, *lines])

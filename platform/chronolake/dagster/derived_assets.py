@@ -1,0 +1,252 @@
+"""Derived tables as graph-backed assets whose ops are the stages of a run.
+
+A run's page shows each step: `read_changelog` (fix what the run reads, read
+each input's new commits and assign their watermarks), the operator's step
+(`temporal_join` or `window_aggregate`), and `commit` (output, late rows, state
+and checkpoint, exactly once; then the materialization metadata and the run's
+checks). A run that finds nothing new flows through every op as a no-op and
+still records its metadata. The ops are shared by every derived asset (Dagster
+wants one definition per op name); the graph's config mapping tells them which
+view they run, so the launchpad config stays `ops: {<view>: {config: {...}}}`.
+
+What passes between the ops holds lazy Spark DataFrames, handed over in memory
+(`chronolake.dagster.handoff`): the job must use `in_process_executor`.
+"""
+
+# No `from __future__ import annotations` here: Dagster reads the `context` annotation at
+# definition time and refuses a string.
+
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from dagster import (
+    AssetCheckResult,
+    AssetKey,
+    AssetsDefinition,
+    BetaWarning,
+    GraphIn,
+    GraphOut,
+    In,
+    MetadataValue,
+    Nothing,
+    OpDefinition,
+    OpExecutionContext,
+    Out,
+    Output,
+    config_mapping,
+    graph,
+    op,
+)
+from dagster_pyspark import PySparkResource
+from pydantic import Field
+
+from chronolake.dagster.checks import RUN_CHECKS, run_check_results, run_check_specs
+from chronolake.dagster.config import RunConfig
+from chronolake.dagster.handoff import HANDOFF_IO_MANAGER_KEY, run_handoff_io_manager
+from chronolake.dagster.metadata import run_metadata
+from chronolake.dagster.resources import LakeResource
+from chronolake.dagster.spark_jobs import StageCost, counted_stage
+from chronolake.runtime.derived import DerivedTable, RunPlan
+from chronolake.runtime.inputs import InputRead
+from chronolake.runtime.operator import Step
+from chronolake.runtime.result import RunResult
+from chronolake.schema import ViewSpec
+from chronolake.sql.query import temporal_joins
+
+READ_STAGE = "read_changelog"
+COMMIT_STAGE = "commit"
+METADATA_STAGE = "metadata"
+_RESULT = "result"
+
+
+class _StageConfig(RunConfig):
+    """What the first op is told by the graph's config mapping: the view, and the run config."""
+
+    view: str = Field(description="The derived table this run materializes.")
+
+
+@dataclass
+class StagedRun:
+    """A run in flight between ops: the plan (None: up to date), the reads, the step."""
+
+    derived: DerivedTable
+    plan: RunPlan | None = None
+    reads: dict[str, InputRead] = field(default_factory=dict)
+    step: Step | None = None
+    stages: list[StageCost] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    @contextmanager
+    def stage(self, context: OpExecutionContext, name: str) -> Iterator[StageCost]:
+        """Count the Spark jobs and seconds of stage `name`, and log them."""
+        spark = self.derived.catalog.spark
+        with counted_stage(spark, name, label=self.derived.name) as cost:
+            yield cost
+        self.stages.append(cost)
+        jobs = "" if cost.spark_jobs is None else f", {cost.spark_jobs} Spark jobs"
+        context.log.info(f"{self.derived.name}: {name} in {cost.seconds:.2f} s{jobs}")
+
+
+@op(
+    name=READ_STAGE,
+    ins={"sources": In(Nothing, description="The upstream tables (ordering only).")},
+    out=Out(io_manager_key=HANDOFF_IO_MANAGER_KEY),
+    description="Fix what the run reads (each input up to its latest Delta version), then read "
+    "each input's new commits and assign their watermarks (the rows stay lazy; the per-split "
+    "watermark maxima are computed here).",
+)
+def read_changelog(
+    context: OpExecutionContext, config: _StageConfig, pyspark: PySparkResource,
+    lake: LakeResource,
+) -> StagedRun:
+    catalog = lake.catalog(pyspark.spark_session)
+    derived = DerivedTable(catalog, config.view, on_source_overwrite=config.on_source_overwrite)
+    run = StagedRun(derived)
+    with run.stage(context, READ_STAGE):
+        run.plan = derived.prepare(full_refresh=config.full_refresh)
+        if run.plan is not None:
+            run.reads = derived.read(run.plan)
+    if run.plan is None:
+        context.log.info(f"{derived.name}: no input moved since the last run: nothing to read")
+    else:
+        versions = ", ".join(
+            f"{name} up to v{end}" for name, end in run.plan.intent.end_versions.items()
+        )
+        context.log.info(f"{derived.name}: run {run.plan.number} reads {versions}")
+    return run
+
+
+def _operator_op(name: str, description: str) -> OpDefinition:
+    @op(
+        name=name,
+        ins={"run": In(description="The run so far (in memory).")},
+        out=Out(io_manager_key=HANDOFF_IO_MANAGER_KEY),
+        description=description,
+    )
+    def _operate(context: OpExecutionContext, run: StagedRun) -> StagedRun:
+        if run.plan is None:
+            context.log.info(f"{run.derived.name}: up to date, nothing to compute")
+            return run
+        with run.stage(context, name):
+            run.step = run.derived.operate(run.plan, run.reads)
+        figures = ", ".join(f"{key}={value}" for key, value in run.step.figures.items())
+        context.log.info(f"{run.derived.name}: {figures}")
+        return run
+
+    return _operate
+
+
+temporal_join = _operator_op(
+    "temporal_join",
+    "The temporal join's step: emit the probe rows the watermark reached, joined with the "
+    "version valid at their time; keep the rest pending; count the figures (one query).",
+)
+window_aggregate = _operator_op(
+    "window_aggregate",
+    "The window aggregate's step: fire the windows the watermark closed, keep the open ones "
+    "in state; count the figures (one query).",
+)
+
+_CHECK_OUTS = {name: Out(Nothing) for name in RUN_CHECKS}
+
+
+@op(
+    name=COMMIT_STAGE,
+    ins={"run": In(description="The run so far (in memory).")},
+    out={_RESULT: Out(Nothing), **_CHECK_OUTS},
+    description="Write output, late rows, state and checkpoint exactly once (under the run "
+    "lock; refused when another run committed meanwhile), then record the run's metadata "
+    "and evaluate its checks.",
+)
+def commit(
+    context: OpExecutionContext, run: StagedRun, lake: LakeResource
+) -> Iterator[Output | AssetCheckResult]:
+    derived = run.derived
+    with run.stage(context, COMMIT_STAGE):
+        if run.plan is None or run.step is None:
+            result = derived.up_to_date()
+        else:
+            result = derived.commit(run.plan, run.reads, run.step)
+    context.log.info(f"{derived.name}: {result.message}")
+    for decision in result.ticks.decisions if result.ticks else ():
+        context.log.info(f"{derived.name}: {decision}")
+    with run.stage(context, METADATA_STAGE):
+        checks = run_check_results(context.instance, derived.catalog, lake, result)
+        metadata = run_metadata(result, derived.output_path)
+    yield Output(None, _RESULT, metadata=metadata | _cost_metadata(run, result))
+    yield from checks
+
+
+def _cost_metadata(run: StagedRun, result: RunResult) -> dict[str, Any]:
+    """Seconds and Spark jobs of the whole run and of each stage."""
+    seconds = time.monotonic() - run.started
+    metadata: dict[str, Any] = {
+        "run_seconds": round(seconds, 3),
+        "rows_per_second": round(result.figures.get("rows_in", 0) / seconds, 1),
+        "chronolake/stages": MetadataValue.json(
+            {
+                stage.name: {"spark_jobs": stage.spark_jobs, "seconds": round(stage.seconds, 3)}
+                for stage in run.stages
+            }
+        ),
+    }
+    jobs = [stage.spark_jobs for stage in run.stages]
+    if None not in jobs:
+        metadata["spark_jobs"] = sum(job or 0 for job in jobs)
+    return metadata
+
+
+def operator_step_name(spec: ViewSpec) -> str:
+    """The op of the view's operator: `temporal_join`, else `window_aggregate`."""
+    return "temporal_join" if temporal_joins(spec.query) else "window_aggregate"
+
+
+def derived_asset(
+    spec: ViewSpec,
+    *,
+    upstream: list[str],
+    group_name: str,
+    description: str,
+    metadata: dict[str, Any],
+) -> AssetsDefinition:
+    """The graph-backed asset of an incrementally run view: read → operator → commit."""
+    operate = temporal_join if operator_step_name(spec) == "temporal_join" else window_aggregate
+    check_outputs = {name: f"{spec.name}_{name}" for name in RUN_CHECKS}
+
+    @config_mapping
+    def _configure(config: RunConfig) -> dict[str, Any]:
+        run = {  # Dagster's config spells enums by member name
+            "full_refresh": config.full_refresh,
+            "on_source_overwrite": config.on_source_overwrite.name,
+        }
+        return {READ_STAGE: {"config": {"view": spec.name, **run}}}
+
+    @graph(
+        name=spec.name,
+        ins={name: GraphIn() for name in upstream},
+        out={_RESULT: GraphOut(), **{name: GraphOut() for name in check_outputs.values()}},
+        config=_configure,
+    )
+    def _run(**sources: Any) -> dict[str, Any]:
+        done = commit(operate(read_changelog(sources=list(sources.values()))))
+        return {_RESULT: done.result} | {
+            graph_output: getattr(done, name) for name, graph_output in check_outputs.items()
+        }
+
+    with warnings.catch_warnings():  # resource_defs is beta; it keeps the handoff self-contained
+        warnings.simplefilter("ignore", BetaWarning)
+        return AssetsDefinition.from_graph(
+            _run,
+            keys_by_input_name={name: AssetKey(name) for name in upstream},
+            keys_by_output_name={_RESULT: AssetKey(spec.name)},
+            group_name=group_name,
+            descriptions_by_output_name={_RESULT: description},
+            metadata_by_output_name={_RESULT: metadata},
+            tags_by_output_name={_RESULT: {"dagster/kind/spark": "", "dagster/kind/delta": ""}},
+            check_specs=run_check_specs(spec.name),
+            resource_defs={HANDOFF_IO_MANAGER_KEY: run_handoff_io_manager},
+        )
