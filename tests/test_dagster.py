@@ -204,6 +204,9 @@ def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: Spar
         ("orders_enriched_latest", "watermark_never_decreases"): True,
         ("orders_enriched_latest", "late_row_rate"): True,
         ("orders_enriched_latest", "pending_rows_age"): True,
+        ("orders_per_currency", "watermark_never_decreases"): True,
+        ("orders_per_currency", "late_row_rate"): True,
+        ("orders_per_currency", "pending_rows_age"): True,
     }
     latest = _latest_metadata(instance, "latest_rates")
     assert latest["dagster/row_count"] == 4

@@ -21,6 +21,10 @@ DAGSTER_HOME = ".dagster-home"
 DEMO_JOBS = ("observe_sources", "refresh_views")
 
 
+_QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+"""Dagster's step-by-step events stay in the run's page, not in the demo's terminal."""
+
+
 def load_platform(project: Path, lake: Path) -> Definitions:
     """Import the reference platform's Definitions from `project/assets/definitions.py`."""
     os.environ["CHRONOLAKE_LAKE"] = str(lake)
@@ -48,7 +52,9 @@ def run_demo(project: Path, lake: Path) -> None:
         progress.update(step, advance=1, description="observing sources, running views")
         materialized = 0
         for job in DEMO_JOBS:
-            result = defs.resolve_job_def(job).execute_in_process(instance=instance)
+            result = defs.resolve_job_def(job).execute_in_process(
+                instance=instance, run_config=_QUIET_CONSOLE
+            )
             materialized += len(result.get_asset_materialization_events())
         progress.update(step, advance=1, description="done")
     console.print(f"demo lake at [bold]{lake}[/] (Delta versions: {versions})")

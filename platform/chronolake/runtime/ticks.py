@@ -56,6 +56,8 @@ LEVEL_FIGURES = frozenset({"pending_rows", "state_rows", "open_windows"})
 tick's; every other figure counts rows passing through, and is summed over the ticks."""
 
 _CHUNK = "__tick_chunk"
+_OFFSET = "__tick_split_offset"
+_COMMIT_RANK = "__tick_commit_rank"
 _MAX = "__tick_max"
 
 
@@ -272,17 +274,38 @@ def _chunked(read: InputRead) -> DataFrame:
     # The assigner's own split key and generated value, so the chunks follow its rules.
     base, generated_type, _ = assigner.annotate(read.rows.drop(WATERMARK_COLUMN, LATE_COLUMN))
     bound = read.spec.options.max_rows_per_tick
-    in_split = Window.partitionBy(SPLIT)
+    commits = _split_commits(base)
     if bound is None or assigner.is_system_watermark:
-        chunk = F.dense_rank().over(in_split.orderBy(COMMIT_VERSION)) - 1
+        chunk = F.col(_COMMIT_RANK)
     else:
-        chunk = F.floor((F.row_number().over(in_split.orderBy(*ARRIVAL_ORDER)) - 1) / bound)
-    return base.select(
+        # Arrival rank inside the split: rows of earlier commits, then the rank inside the
+        # commit (a window per commit, never one over a whole split).
+        in_commit = Window.partitionBy(SPLIT, COMMIT_VERSION).orderBy(*ARRIVAL_ORDER)
+        chunk = F.floor((F.col(_OFFSET) + F.row_number().over(in_commit) - 1) / bound)
+    return base.join(F.broadcast(commits), [SPLIT, COMMIT_VERSION]).select(
         *read.rows.drop(WATERMARK_COLUMN, LATE_COLUMN).columns,
         F.col(SPLIT),
         chunk.cast(LongType()).alias(_CHUNK),
         watermark_millis(F.col(GENERATED), generated_type).alias(GENERATED),
     )
+
+
+def _split_commits(base: DataFrame) -> DataFrame:
+    """Per (split, commit): the split's rows in earlier commits and the commit's rank in the
+    split, as a small local table."""
+    counts = base.groupBy(SPLIT, COMMIT_VERSION).count()
+    # One row per (split, commit): metadata-sized, like the Delta log.
+    rows = sorted((r[SPLIT], r[COMMIT_VERSION], r["count"]) for r in counts.collect())
+    values, seen, ranks = [], {}, {}
+    for split, version, count in rows:
+        values.append((split, version, seen.get(split, 0), ranks.get(split, 0)))
+        seen[split] = seen.get(split, 0) + count
+        ranks[split] = ranks.get(split, 0) + 1
+    schema = StructType(
+        [StructField(SPLIT, StringType()), StructField(COMMIT_VERSION, LongType()),
+         StructField(_OFFSET, LongType()), StructField(_COMMIT_RANK, LongType())]
+    )
+    return base.sparkSession.createDataFrame(values, schema)
 
 
 def _chunk_watermarks(chunked: DataFrame) -> dict[str, list[int | None]]:
