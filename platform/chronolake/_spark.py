@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
 # Spark's Python workers must run this interpreter (the project's .venv), not the system one.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -36,3 +38,30 @@ def local_spark_session(app_name: str = "chronolake") -> SparkSession:
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def local_table(
+    spark: SparkSession, schema: StructType, rows: Sequence[Sequence[str | int | None]]
+) -> DataFrame:
+    """A few driver-side rows (ticks, splits, offsets) as a Spark relation.
+
+    Built as SQL `VALUES`: a local relation, broadcast without a Spark job, where
+    `createDataFrame` from Python rows would go through an RDD and Python workers.
+    """
+    if not rows:
+        return spark.createDataFrame([], schema)
+    values = ", ".join("(" + ", ".join(_sql_literal(v) for v in row) + ")" for row in rows)
+    aliases = ", ".join(f"c{i}" for i in range(len(schema.fields)))
+    typed = ", ".join(
+        f"CAST(c{i} AS {field.dataType.simpleString().upper()}) AS `{field.name}`"
+        for i, field in enumerate(schema.fields)
+    )
+    return spark.sql(f"SELECT {typed} FROM VALUES {values} AS t({aliases})")
+
+
+def _sql_literal(value: str | int | None) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return str(int(value))

@@ -131,7 +131,6 @@ class DeltaSparkBackend(LakeBackend):
         present = [uri for uri in uris if uri not in missing]
         if not present:
             return {}
-        # The commit files' lines: metadata-sized, collected on the driver.
         # The Delta log's JSON lines, not table data: metadata-sized, parsed on the driver.
         rows = (
             self.spark.read.text(present)

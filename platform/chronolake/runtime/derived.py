@@ -48,7 +48,7 @@ from chronolake.runtime.source_checks import (
     require_delta_table,
 )
 from chronolake.runtime.stored import SOURCE_PREFIX, from_stored, stored
-from chronolake.runtime.ticks import TickedStep, plan_ticks, step_ticks
+from chronolake.runtime.ticks import plan_ticks, step_ticks
 from chronolake.schema import ViewSpec
 from chronolake.watermarks.watermark import Watermark
 
@@ -337,7 +337,7 @@ class DerivedTable:
             },
             output_version=output_version,
             waiting_reason=step.waiting_reason,
-            ticks=step.ticks if isinstance(step, TickedStep) else None,
+            ticks=step.ticks,
         )
 
     def _write(self, run: int, step: Step, *, replace: bool) -> int | None:

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from chronolake.clock import Clock
 from chronolake.runtime.checkpoint import Checkpoint
 from chronolake.runtime.inputs import InputRead
+from chronolake.runtime.result import TickReport
 from chronolake.schema import TableSpec
 from chronolake.watermarks.assigner import LATE_COLUMN, WATERMARK_COLUMN
 from chronolake.watermarks.watermark import Watermark
@@ -39,6 +40,8 @@ class Step:
     history: DataFrame | None
     figures: dict[str, int]
     waiting_reason: str | None = None
+    ticks: TickReport | None = None
+    """What the ticks and alignment did (a ticked run only)."""
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import reduce
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from chronolake._spark import local_table
 from chronolake.alignment.schedule import SourceBacklog, TickSchedule, schedule_ticks
 from chronolake.alignment.settings import AlignmentSettings
 from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_VERSION
@@ -127,21 +128,13 @@ class TickedRun:
         }
 
 
-@dataclass(frozen=True)
-class TickedStep(Step):
-    """The steps of a ticked run as one: outputs, late rows and history of every tick,
-    the last tick's state, and what the ticks and alignment did."""
-
-    ticks: TickReport | None = None
-
-
 def step_ticks(
     operator: Operator,
     ticked: TickedRun,
     context: RunContext,
     *,
     watermark_ms: Callable[[Checkpoint, Watermark], int | None],
-) -> TickedStep:
+) -> Step:
     """Run `operator` tick by tick, the state carried in memory from one tick to the next.
 
     The first tick sees the committed past (`context`); each later tick sees the one
@@ -178,7 +171,7 @@ def step_ticks(
         )
     assert step is not None, "a ticked run has at least one tick"
     figures.update(ticked.figures(buffered))
-    return TickedStep(
+    return Step(
         output=reduce(DataFrame.unionByName, outputs),
         late=reduce(DataFrame.unionByName, late),
         state=state,
@@ -305,7 +298,7 @@ def _split_commits(base: DataFrame) -> DataFrame:
         [StructField(SPLIT, StringType()), StructField(COMMIT_VERSION, LongType()),
          StructField(_OFFSET, LongType()), StructField(_COMMIT_RANK, LongType())]
     )
-    return base.sparkSession.createDataFrame(values, schema)
+    return local_table(base.sparkSession, schema, values)
 
 
 def _chunk_watermarks(chunked: DataFrame) -> dict[str, list[int | None]]:
@@ -319,25 +312,13 @@ def _chunk_watermarks(chunked: DataFrame) -> dict[str, list[int | None]]:
 
 
 def _tick_table(read: InputRead, ticks: Mapping[tuple[str, int], int]) -> DataFrame:
-    """The small (split, chunk) → tick table, as SQL VALUES (a local relation: no job)."""
-    spark: SparkSession = read.rows.sparkSession
+    """The small (split, chunk) → tick table."""
     schema = StructType(
         [StructField(SPLIT, StringType()), StructField(_CHUNK, LongType()),
          StructField(TICK_COLUMN, LongType())]
     )
-    if not ticks:
-        return spark.createDataFrame([], schema)
-    values = ", ".join(
-        f"({_sql_string(split)}, {chunk}, {tick})" for (split, chunk), tick in sorted(ticks.items())
-    )
-    return spark.sql(
-        f"SELECT CAST(s AS STRING) AS {SPLIT}, CAST(c AS BIGINT) AS {_CHUNK}, "
-        f"CAST(t AS BIGINT) AS {TICK_COLUMN} FROM VALUES {values} AS v(s, c, t)"
-    )
-
-
-def _sql_string(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    rows = [(split, chunk, tick) for (split, chunk), tick in sorted(ticks.items())]
+    return local_table(read.rows.sparkSession, schema, rows)
 
 
 def _restamped(read: InputRead, ticked: DataFrame, start: InputPosition) -> AssignedChangelog:

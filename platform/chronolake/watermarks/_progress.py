@@ -54,6 +54,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
+from chronolake._spark import local_table
 from chronolake.watermarks.watermark import LONG_MAX, LONG_MIN
 
 SPLIT = "__wm_split"
@@ -197,25 +198,14 @@ class Progress:
 
     def _tick_table(self, spark: SparkSession, names: Sequence[str]) -> DataFrame:
         """One row per tick: its starting source watermark and, per split in `names`, the
-        split's starting watermark (null while the split is not active).
-
-        Built as SQL `VALUES` (a local relation, broadcast without a Spark job), as
-        `createDataFrame` from Python rows would go through an RDD.
-        """
+        split's starting watermark (null while the split is not active)."""
         columns = [TICK, _TICK_IN, *(f"__wm_s{i}" for i in range(len(names)))]
-        if not self.ticks:
-            schema = StructType([StructField(c, LongType()) for c in columns])
-            return spark.createDataFrame([], schema)
-        values = ", ".join(
-            "(" + ", ".join(
-                "NULL" if v is None else str(v)
-                for v in (tick.tick, tick.watermark, *(tick.splits.get(n) for n in names))
-            ) + ")"
+        schema = StructType([StructField(c, LongType()) for c in columns])
+        rows = [
+            (tick.tick, tick.watermark, *(tick.splits.get(n) for n in names))
             for tick in self.ticks
-        )
-        typed = ", ".join(f"CAST(c{i} AS BIGINT) AS {c}" for i, c in enumerate(columns))
-        aliases = ", ".join(f"c{i}" for i in range(len(columns)))
-        return spark.sql(f"SELECT {typed} FROM VALUES {values} AS t({aliases})")
+        ]
+        return local_table(spark, schema, rows)
 
 
 def _advance(source: int, splits: Mapping[str, int], idle: set[str]) -> int:
