@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from chronolake._class_archive import driver_java_options
+
 # Spark's Python workers must run this interpreter (the project's .venv), not the system one.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -26,6 +28,13 @@ LOCAL_SPARK_CONF: dict[str, str] = {
 }
 
 
+def local_spark_conf() -> dict[str, str]:
+    """`LOCAL_SPARK_CONF`, plus the driver options that map Spark's class archive once
+    `./dev` has built it (`chronolake._class_archive`: a faster JVM start)."""
+    options = driver_java_options()
+    return LOCAL_SPARK_CONF | ({"spark.driver.extraJavaOptions": options} if options else {})
+
+
 def local_spark_session(app_name: str = "chronolake") -> SparkSession:
     """The process's Spark session: an active one if any, else a local one on all cores."""
     active = SparkSession.getActiveSession()
@@ -33,7 +42,7 @@ def local_spark_session(app_name: str = "chronolake") -> SparkSession:
         return active
     builder = SparkSession.builder.master(os.environ.get("CHRONOLAKE_SPARK_MASTER", "local[*]"))
     builder = builder.appName(app_name)
-    for key, value in LOCAL_SPARK_CONF.items():
+    for key, value in local_spark_conf().items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

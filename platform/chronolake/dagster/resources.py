@@ -10,7 +10,7 @@ from dagster_pyspark import PySparkResource
 from pydantic import Field
 from pyspark.sql import SparkSession
 
-from chronolake._spark import LOCAL_SPARK_CONF
+from chronolake._spark import local_spark_conf
 from chronolake.catalog import Catalog
 
 
@@ -52,7 +52,7 @@ def local_pyspark_resource(extra_conf: dict[str, str] | None = None) -> PySparkR
     `spark.master` (e.g. `spark://host:7077`) or `spark.remote` (Spark Connect,
     `sc://host:15002`) in `extra_conf` is all it takes to leave the local machine.
     """
-    conf = {"spark.master": "local[*]", "spark.app.name": "chronolake", **LOCAL_SPARK_CONF}
+    conf = {"spark.master": "local[*]", "spark.app.name": "chronolake", **local_spark_conf()}
     if extra_conf:
         conf |= extra_conf
     if "spark.remote" in conf:

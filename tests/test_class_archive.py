@@ -1,0 +1,54 @@
+"""Spark's class archive: mapped when built, harmless when stale, never required."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from chronolake._class_archive import ARCHIVE_ENV, archive_path, driver_java_options
+from chronolake._spark import LOCAL_SPARK_CONF, local_spark_conf
+
+
+def test_built_archive_is_mapped_by_local_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    archive = tmp_path / "classes.jsa"
+    monkeypatch.setenv(ARCHIVE_ENV, str(archive))
+    assert driver_java_options() is None, "no archive built yet: nothing to map"
+    assert local_spark_conf() == LOCAL_SPARK_CONF
+
+    archive.write_bytes(b"built")
+    options = local_spark_conf()["spark.driver.extraJavaOptions"]
+    assert f"-XX:SharedArchiveFile={archive}" in options
+
+
+def test_empty_setting_disables_the_archive(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ARCHIVE_ENV, "")
+    assert archive_path() is None
+    assert "spark.driver.extraJavaOptions" not in local_spark_conf()
+
+
+def test_a_foreign_archive_neither_stops_nor_bothers_the_jvm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    archive = tmp_path / "foreign.jsa"
+    archive.write_bytes(bytes(range(256)) * 64)  # not an archive of this JDK
+    monkeypatch.setenv(ARCHIVE_ENV, str(archive))
+    options = driver_java_options()
+    assert options is not None
+    java = subprocess.run(
+        ["java", *options.split(), "-version"], capture_output=True, text=True, check=False
+    )
+    assert java.returncode == 0, java.stderr
+    assert "cds" not in java.stderr.lower() and "shared" not in java.stderr.lower()
+
+
+def test_the_test_session_maps_the_archive_the_setup_built(spark: SparkSession) -> None:
+    path = archive_path()
+    if path is None or not path.is_file():
+        pytest.skip("no class archive built (./dev builds it into .venv/)")
+    options = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions") or ""
+    assert f"-XX:SharedArchiveFile={path}" in options
