@@ -7,7 +7,7 @@ DDL, then times in fresh processes (median of `--repeat`):
 - cli: `chronolake run orders_enriched` end to end (process start to exit);
 - dagster: `dagster asset materialize --select orders_enriched` on the reference
   platform (`assets.definitions`), end to end: the graph-backed asset's ops
-  `read_changelog` → `temporal_join` → `commit`, in one process.
+  `read_changelog` → `assign_watermarks` → `temporal_join` → `commit`, in one process.
 
 The Dagster run records, per stage, its Spark jobs and seconds
 (`chronolake/stages` metadata); the report gives those of the median run.

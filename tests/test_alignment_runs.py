@@ -38,6 +38,8 @@ from chronolake.errors import RunError
 from chronolake.runtime.derived import DerivedTable, output_path
 from chronolake.runtime.faults import FaultPoint
 from chronolake.runtime.result import RunResult
+from chronolake.runtime.ticks import _commit_chunks
+from chronolake.watermarks._progress import SplitTick
 
 T0 = datetime(2026, 1, 1, 9, 0)
 VIEW = "enriched"
@@ -216,3 +218,34 @@ def test_a_catch_up_run_killed_half_way_is_redone_identically(
     output = delta_rows(spark, output_path(lake, VIEW))
     assert same_rows(output, runs.output(spark, runs.aligned_lake))
     assert output.groupBy("order_id").count().where(F.col("count") > 1).isEmpty()
+
+
+def test_a_backlog_within_the_bound_is_one_tick_with_the_same_rows(
+    spark: SparkSession, tmp_path: Path, runs: Runs
+) -> None:
+    # every split fits one chunk: the ticks follow from the read's own per-commit counts
+    roomy = {**ALIGNED, "scan.max-rows-per-tick": "1000"}
+    result = DerivedTable(_lake(tmp_path, spark, roomy, roomy), VIEW).run()
+    assert result.ticks is not None and result.ticks.ticks == 1
+    assert result.ticks.pauses == {"orders": 0, "rates": 0}
+    assert result.figures["rows_in"] == runs.plain.figures["rows_in"]
+    output = delta_rows(spark, output_path(tmp_path, VIEW))
+    assert same_rows(output, runs.output(spark, runs.plain_lake))
+
+
+@pytest.mark.parametrize(
+    ("sizes", "bound", "chunks", "straddled"),
+    [
+        ([3, 3, 2], 3, [0, 1, 2], False),  # commits end where chunks end
+        ([2, 1, 3], 3, [0, 0, 1], False),
+        ([4, 2], 3, [0, 1], True),  # the first commit is cut inside
+        ([5, 5], None, [0, 1], False),  # no bound: a chunk per commit
+    ],
+)
+def test_commits_fall_into_chunks_by_arrival_rank(
+    sizes: list[int], bound: int | None, chunks: list[int], straddled: bool
+) -> None:
+    facts = [SplitTick("s", version, None, 0, rows) for version, rows in enumerate(sizes)]
+    found, cut_inside = _commit_chunks(facts, bound)
+    assert [found[("s", version)] for version in range(len(sizes))] == chunks
+    assert cut_inside is straddled

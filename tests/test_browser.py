@@ -38,8 +38,8 @@ OUTPUT = Path(__file__).resolve().parent / "output"
 # The derived table whose latest run the test opens, and the checks whose passing result it shows.
 SHOWN_ASSET = "orders_enriched"
 SHOWN_CHECKS = ("watermark_never_decreases", "late_row_rate", "pending_rows_age")
-# The ops of its graph-backed asset: the stages of a run, each a step of the run's page.
-SHOWN_STEPS = ("read_changelog", "temporal_join", "commit")
+# The ops of its graph-backed asset, in order: the stages of a run, each a step of the run's page.
+SHOWN_STEPS = ("read_changelog", "assign_watermarks", "temporal_join", "commit")
 PLATFORM_ASSETS = (
     "orders",
     "rates",
@@ -202,15 +202,15 @@ def _check_asset_checks(page: Page, url: str, screenshot: Path) -> None:
 
 
 def _check_run_steps(page: Page, url: str, run_id: str, screenshot: Path) -> None:
-    """The run's page shows each stage of the derived table's run as a step that succeeded."""
+    """The run's page shows each stage of the derived table's run, in order, as a step that
+    succeeded."""
     page.goto(f"{url}/runs/{run_id}")
     expect(page.get_by_text("Success", exact=True).first).to_be_visible()
     expect(page.get_by_text("Errored (0)")).to_be_visible()
     # The chart shortens step names as the run grows; the engine's event at the end of the log
-    # lists the steps the run executed in full.
-    for step in SHOWN_STEPS:
-        executed = page.get_by_text(re.compile(rf"'{SHOWN_ASSET}\.{step}'"))
-        expect(executed.first).to_be_visible()
+    # lists the steps the run executed in full, in the execution plan's (topological) order.
+    in_order = ".*".join(rf"'{SHOWN_ASSET}\.{step}'" for step in SHOWN_STEPS)
+    expect(page.get_by_text(re.compile(in_order)).first).to_be_visible()
     page.screenshot(path=screenshot)
 
 

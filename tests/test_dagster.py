@@ -95,7 +95,7 @@ def test_derived_tables_run_as_graphs_whose_ops_are_the_stages(lake: Path) -> No
         graph = assets[name].node_def
         assert isinstance(graph, GraphDefinition)
         assert [node.name for node in graph.nodes_in_topological_order] == [
-            "read_changelog", "temporal_join", "commit",
+            "read_changelog", "assign_watermarks", "temporal_join", "commit",
         ]
     assert isinstance(assets["latest_rates"].node_def, OpDefinition)  # recomputed: one op
 
@@ -115,7 +115,7 @@ def test_a_window_view_runs_through_its_window_aggregate_op(
     graph = assets["orders_per_minute"].node_def
     assert isinstance(graph, GraphDefinition)
     assert [node.name for node in graph.nodes_in_topological_order] == [
-        "read_changelog", "window_aggregate", "commit",
+        "read_changelog", "assign_watermarks", "window_aggregate", "commit",
     ]
     instance = DagsterInstance.ephemeral()
     definitions = Definitions(
@@ -126,15 +126,23 @@ def test_a_window_view_runs_through_its_window_aggregate_op(
     selection = [AssetKey("orders_per_minute")]
     done = job.execute_in_process(instance=instance, asset_selection=selection)
     assert done.success
+    assert [event.step_key for event in done.all_events if event.is_step_success] == [
+        f"orders_per_minute.{step}"
+        for step in ("read_changelog", "assign_watermarks", "window_aggregate", "commit")
+    ]
     assert all(evaluation.passed for evaluation in done.get_asset_check_evaluations())
     shown = _latest_metadata(instance, "orders_per_minute")
     assert shown["rows_out"] == shown["dagster/row_count"] >= shown["windows_fired"] > 0
     assert shown["open_windows"] > 0  # the last minutes wait for the watermark
     waiting = _check_metadata(done, "orders_per_minute", "pending_rows_age")
     assert 0 < waiting["oldest_pending_age_seconds"] < 3600  # rows held in open windows
-    assert list(shown["chronolake/stages"]) == [  # type: ignore[arg-type]
-        "commit", "metadata", "read_changelog", "window_aggregate",
+    stages = shown["chronolake/stages"]
+    assert isinstance(stages, dict)
+    assert sorted(stages) == [
+        "assign_watermarks", "commit", "metadata", "read_changelog", "window_aggregate",
     ]
+    assert stages["read_changelog"]["spark_jobs"] == 0  # reading defines the rows, lazily
+    assert stages["assign_watermarks"]["spark_jobs"] > 0  # orders' per-split maxima
 
 
 def test_run_figures_ticks_and_split_alignment_become_metadata(tmp_path: Path) -> None:
@@ -216,7 +224,10 @@ def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: Spar
     assert str(enriched["chronolake/message"]).startswith("run 1 rebuilt the table from scratch")
     stages = enriched["chronolake/stages"]
     assert isinstance(stages, dict)
-    assert list(stages) == ["commit", "metadata", "read_changelog", "temporal_join"]
+    assert sorted(stages) == [
+        "assign_watermarks", "commit", "metadata", "read_changelog", "temporal_join",
+    ]
+    assert stages["assign_watermarks"]["spark_jobs"] > 0  # the event-time inputs' maxima
     assert stages["metadata"]["spark_jobs"] == 0  # row count, preview and checks: no Spark
     assert enriched["spark_jobs"] == sum(stage["spark_jobs"] for stage in stages.values()) > 0
     pending_age = _check_metadata(refreshed, "orders_enriched", "pending_rows_age")

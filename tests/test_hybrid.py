@@ -18,9 +18,16 @@ from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_VERSION, ROW_KIND
 from chronolake.runtime.checkpoint import RunIntent
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.faults import FaultPoint
-from chronolake.runtime.inputs import CHANGELOG_PHASE, SNAPSHOT_PHASE, initial_position, read_input
+from chronolake.runtime.inputs import (
+    CHANGELOG_PHASE,
+    SNAPSHOT_PHASE,
+    assign_watermarks,
+    initial_position,
+    read_input,
+)
 from chronolake.schema import TableSpec
 from chronolake.watermarks import Watermark
+from chronolake.watermarks.assigner import WATERMARK_COLUMN
 
 pytestmark = pytest.mark.spark
 
@@ -102,7 +109,9 @@ def _spec(catalog: Catalog, name: str) -> TableSpec:
 def test_snapshot_then_changelog_loses_nothing_and_doubles_nothing(lake: Catalog) -> None:
     spec = _spec(lake, "rates_hybrid")
     rates = lake.root / "rates"
-    snapshot = read_input(lake, spec, initial_position(spec), 1, derived="t")
+    read = read_input(lake, spec, initial_position(spec), 1, derived="t")
+    assert WATERMARK_COLUMN not in read.rows.columns  # reading assigns nothing
+    snapshot = assign_watermarks(read)
     assert initial_position(spec).phase == SNAPSHOT_PHASE
     assert snapshot.switched_at == 1 and snapshot.phase == CHANGELOG_PHASE
     assert snapshot.watermark.use_processing_time
@@ -112,7 +121,7 @@ def test_snapshot_then_changelog_loses_nothing_and_doubles_nothing(lake: Catalog
 
     delete_rows(rates, "currency = 'USD'")
     _set_rate(rates, "EUR", "1.15")
-    changes = read_input(lake, spec, snapshot.position, 3, derived="t")
+    changes = assign_watermarks(read_input(lake, spec, snapshot.position, 3, derived="t"))
     assert changes.switched_at is None and changes.watermark.use_processing_time
     rows = changes.rows.orderBy(*ARRIVAL_ORDER).collect()
     assert [(r.currency, r[ROW_KIND], r[COMMIT_VERSION]) for r in rows] == [
@@ -121,7 +130,7 @@ def test_snapshot_then_changelog_loses_nothing_and_doubles_nothing(lake: Catalog
 
 def test_source_without_watermark_follows_processing_time(lake: Catalog) -> None:
     spec = _spec(lake, "orders")
-    read = read_input(lake, spec, initial_position(spec), 0, derived="t")
+    read = assign_watermarks(read_input(lake, spec, initial_position(spec), 0, derived="t"))
     assert read.watermark == Watermark.PROCESSING_TIME and read.switched_at is None
 
 

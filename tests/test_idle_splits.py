@@ -230,7 +230,7 @@ def replay(ticks: Sequence[tuple[int, dict[str, int | None]]], *, timeout_ms: in
     """`Progress.of` over ticks given as (commit ms, {split: max generated value})."""
     start = start or WatermarkState()
     return Progress.of(
-        [SplitTick(split, tick, value, commit_ms)
+        [SplitTick(split, tick, value, commit_ms, rows=1)
          for tick, (commit_ms, values) in enumerate(ticks) for split, value in values.items()],
         start_splits=start.splits, start_watermark=start.watermark, start_idle=start.idle,
         start_active_at=start.active_at, idle_timeout_ms=timeout_ms, now_ms=now_ms,

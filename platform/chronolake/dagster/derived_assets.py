@@ -1,13 +1,14 @@
 """Derived tables as graph-backed assets whose ops are the stages of a run.
 
 A run's page shows each step: `read_changelog` (fix what the run reads, read
-each input's new commits and assign their watermarks), the operator's step
-(`temporal_join` or `window_aggregate`), and `commit` (output, late rows, state
-and checkpoint, exactly once; then the materialization metadata and the run's
-checks). A run that finds nothing new flows through every op as a no-op and
-still records its metadata. The ops are shared by every derived asset (Dagster
-wants one definition per op name); the graph's config mapping tells them which
-view they run, so the launchpad config stays `ops: {<view>: {config: {...}}}`.
+each input's new commits), `assign_watermarks` (stamp them with their
+watermarks), the operator's step (`temporal_join` or `window_aggregate`), and
+`commit` (output, late rows, state and checkpoint, exactly once; then the
+materialization metadata and the run's checks). A run that finds nothing new
+flows through every op as a no-op and still records its metadata. The ops are
+shared by every derived asset (Dagster wants one definition per op name); the
+graph's config mapping tells them which view they run, so the launchpad config
+stays `ops: {<view>: {config: {...}}}`.
 
 What passes between the ops holds lazy Spark DataFrames, handed over in memory
 (`chronolake.dagster.handoff`): the job must use `in_process_executor`.
@@ -47,17 +48,18 @@ from pydantic import Field
 from chronolake.dagster.checks import RUN_CHECKS, run_check_results, run_check_specs
 from chronolake.dagster.config import RunConfig
 from chronolake.dagster.handoff import HANDOFF_IO_MANAGER_KEY, run_handoff_io_manager
-from chronolake.dagster.metadata import run_metadata
+from chronolake.dagster.metadata import run_metadata, shown_watermark
 from chronolake.dagster.resources import LakeResource
 from chronolake.dagster.spark_jobs import StageCost, counted_stage
 from chronolake.runtime.derived import DerivedTable, RunPlan
-from chronolake.runtime.inputs import InputRead
+from chronolake.runtime.inputs import ChangelogRead, InputRead
 from chronolake.runtime.operator import Step
 from chronolake.runtime.result import RunResult
 from chronolake.schema import ViewSpec
 from chronolake.sql.query import temporal_joins
 
 READ_STAGE = "read_changelog"
+ASSIGN_STAGE = "assign_watermarks"
 COMMIT_STAGE = "commit"
 METADATA_STAGE = "metadata"
 _RESULT = "result"
@@ -75,7 +77,10 @@ class StagedRun:
 
     derived: DerivedTable
     plan: RunPlan | None = None
+    changelogs: dict[str, ChangelogRead] = field(default_factory=dict)
+    """The inputs' rows as read, before `assign_watermarks`."""
     reads: dict[str, InputRead] = field(default_factory=dict)
+    """The inputs' rows with watermarks assigned, after `assign_watermarks`."""
     step: Step | None = None
     stages: list[StageCost] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
@@ -96,8 +101,7 @@ class StagedRun:
     ins={"sources": In(Nothing, description="The upstream tables (ordering only).")},
     out=Out(io_manager_key=HANDOFF_IO_MANAGER_KEY),
     description="Fix what the run reads (each input up to its latest Delta version), then read "
-    "each input's new commits and assign their watermarks (the rows stay lazy; the per-split "
-    "watermark maxima are computed here).",
+    "each input's new commits (lazy: the source checks read Delta logs, not rows).",
 )
 def read_changelog(
     context: OpExecutionContext, config: _StageConfig, pyspark: PySparkResource,
@@ -109,7 +113,7 @@ def read_changelog(
     with run.stage(context, READ_STAGE):
         run.plan = derived.prepare(full_refresh=config.full_refresh)
         if run.plan is not None:
-            run.reads = derived.read(run.plan)
+            run.changelogs = derived.read(run.plan)
     if run.plan is None:
         context.log.info(f"{derived.name}: no input moved since the last run: nothing to read")
     else:
@@ -117,6 +121,27 @@ def read_changelog(
             f"{name} up to v{end}" for name, end in run.plan.intent.end_versions.items()
         )
         context.log.info(f"{derived.name}: run {run.plan.number} reads {versions}")
+    return run
+
+
+@op(
+    name=ASSIGN_STAGE,
+    ins={"run": In(description="The run so far (in memory).")},
+    out=Out(io_manager_key=HANDOFF_IO_MANAGER_KEY),
+    description="Stamp each input's rows with their watermark and lateness, from the stored "
+    "watermark state (the rows stay lazy; each event-time input's per-split watermark maxima "
+    "are computed here, one Spark job each).",
+)
+def assign_watermarks(context: OpExecutionContext, run: StagedRun) -> StagedRun:
+    if run.plan is None:
+        context.log.info(f"{run.derived.name}: up to date, no watermarks to assign")
+        return run
+    with run.stage(context, ASSIGN_STAGE):
+        run.reads = run.derived.assign(run.plan, run.changelogs)
+    watermarks = ", ".join(
+        f"{name} at {shown_watermark(read.watermark)}" for name, read in run.reads.items()
+    )
+    context.log.info(f"{run.derived.name}: watermarks after this run's rows: {watermarks}")
     return run
 
 
@@ -213,7 +238,8 @@ def derived_asset(
     description: str,
     metadata: dict[str, Any],
 ) -> AssetsDefinition:
-    """The graph-backed asset of an incrementally run view: read → operator → commit."""
+    """The graph-backed asset of an incrementally run view: read → assign watermarks →
+    operator → commit."""
     operate = temporal_join if operator_step_name(spec) == "temporal_join" else window_aggregate
     check_outputs = {name: f"{spec.name}_{name}" for name in RUN_CHECKS}
 
@@ -232,7 +258,8 @@ def derived_asset(
         config=_configure,
     )
     def _run(**sources: Any) -> dict[str, Any]:
-        done = commit(operate(read_changelog(sources=list(sources.values()))))
+        read = read_changelog(sources=list(sources.values()))
+        done = commit(operate(assign_watermarks(read)))
         return {_RESULT: done.result} | {
             graph_output: getattr(done, name) for name, graph_output in check_outputs.items()
         }

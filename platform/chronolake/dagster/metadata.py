@@ -20,7 +20,7 @@ from chronolake.schema import (
     TableSpec,
     ViewSpec,
 )
-from chronolake.watermarks.watermark import LONG_MAX, LONG_MIN
+from chronolake.watermarks.watermark import LONG_MAX, LONG_MIN, Watermark
 
 
 class ChronolakeMetadataSet(NamespacedMetadataSet):
@@ -139,6 +139,11 @@ def tick_metadata(ticks: TickReport) -> dict[str, Any]:
         table = ["| input | split | watermark | |", "|---|---|---|---|", *rows]
         metadata["chronolake/split_watermarks"] = MetadataValue.md("\n".join(table))
     return metadata
+
+
+def shown_watermark(watermark: Watermark) -> str:
+    """A watermark as a person reads it in the run's log."""
+    return "processing time" if watermark.use_processing_time else _instant(watermark.timestamp)
 
 
 def _instant(watermark_ms: int) -> str:

@@ -9,7 +9,6 @@ side is never shuffled and key skew costs nothing; a large one is shuffled with 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 
@@ -35,8 +34,6 @@ _BUILD_JOIN = "__cl_bj"
 _BUCKET = "__cl_bucket"
 _BUILD_KIND = "__cl_kind"
 _MATCH_OK = "__cl_ok"
-# Session time zones without DST, where a TIMESTAMP_NTZ cast to TIMESTAMP keeps the order.
-_FIXED_OFFSET_ZONE = re.compile(r"(?i)^(utc|gmt|z|etc/utc|etc/gmt|(utc|gmt)?[+-]\d{1,2}(:\d{2})?)$")
 
 
 class JoinType(StrEnum):
@@ -117,7 +114,6 @@ def join_valid_versions(
     outputs = _output_names(build, build_columns, build_prefix, probe.columns)
 
     time_type = probe.schema[probe_time].dataType
-    zone = probe.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
     probe_key_cols = [f"__cl_pk{i}" for i in range(len(probe_keys))]
     build_key_cols = [f"__cl_bk{i}" for i in range(len(build_keys))]
     arrival_cols = [f"__cl_o{i}" for i in range(len(arrival))]
@@ -128,7 +124,7 @@ def join_valid_versions(
     ).withColumns(
         {
             _PROBE_HASH: F.xxhash64(*probe_key_cols),
-            _PROBE_TICK: _ticks(F.col(_PROBE_TIME), time_type, zone),
+            _PROBE_TICK: _ticks(F.col(_PROBE_TIME), time_type),
         }
     )
     events = (
@@ -144,7 +140,7 @@ def join_valid_versions(
         .withColumns(
             {
                 _BUILD_HASH: F.xxhash64(*build_key_cols),
-                _BUILD_TICK: _ticks(F.col(_BUILD_TIME), time_type, zone),
+                _BUILD_TICK: _ticks(F.col(_BUILD_TIME), time_type),
             }
         )
     )
@@ -162,7 +158,7 @@ def join_valid_versions(
         events, keys=build_key_cols, start=_BUILD_TIME, arrival=arrival_cols, kind=_BUILD_KIND
     )
     buckets = plan.interval_buckets(
-        F.col(_BUILD_HASH), F.col(_BUILD_TICK), _ticks(F.col(END), time_type, zone)
+        F.col(_BUILD_HASH), F.col(_BUILD_TICK), _ticks(F.col(END), time_type)
     )
     intervals = windows.select(
         *build_key_cols, _BUILD_TIME, END, *outputs.values(), F.explode(buckets).alias(_BUCKET)
@@ -311,19 +307,18 @@ def _renamed(pairs: Iterable[tuple[str, str]]) -> list[Column]:
     return [F.col(_quote(source)).alias(target) for source, target in pairs]
 
 
-def _ticks(time: Column, dtype: DataType, zone: str) -> Column:
+def _ticks(time: Column, dtype: DataType) -> Column:
     """A long that never decreases as `time` grows: the bucket ruler (matching compares times).
 
-    TIMESTAMP gives its microseconds for free. TIMESTAMP_NTZ has no cheap exact conversion: a
-    cast through the session time zone is monotone only for a fixed-offset zone (a DST gap
-    reorders times), otherwise whole seconds since the epoch, computed without a zone.
+    Both types hold microseconds since the epoch; only TIMESTAMP has a function that reads them.
+    A cast of TIMESTAMP_NTZ to TIMESTAMP converts every row through the session time zone
+    (slow, and a DST gap reorders times), so the NTZ value is relabelled as TIMESTAMP instead:
+    `to_timestamp` with a format passes a timestamp through unchanged (the format only parses
+    strings). Exact and monotone in every session zone.
     """
-    if isinstance(dtype, TimestampType):
-        return F.unix_micros(time)
-    if _FIXED_OFFSET_ZONE.match(zone):
-        return F.unix_micros(time.cast(TimestampType()))
-    epoch = F.lit("1970-01-01 00:00:00").cast(TimestampNTZType())
-    return (time - epoch).cast("interval second").cast("long")
+    if isinstance(dtype, TimestampNTZType):
+        time = F.to_timestamp(time, "yyyy")
+    return F.unix_micros(time)
 
 
 def _is_version_event(kind: str | None) -> Column:

@@ -1,16 +1,16 @@
 """Runs of a derived table: a view materialized incrementally, exactly once.
 
-A run reads each input's commits since the checkpoint with watermarks
-assigned, hands the rows to the view's operator (a temporal join, a window
+A run reads each input's commits since the checkpoint, assigns their
+watermarks, hands the rows to the view's operator (a temporal join, a window
 aggregate: `chronolake.runtime.operators`), and commits output, late rows,
 state and checkpoint exactly once (see `chronolake.runtime.checkpoint` for the
 protocol). Rows the watermark has not reached stay in state; the next run
 takes them back. Results already emitted are never revised.
 
-A run goes in four stages, which Dagster shows as ops: `prepare` (what to
-read), `read` (the inputs' rows, watermarks assigned), `operate` (the
-operator's step) and `commit`. `run()` does all four under the table's run
-lock; staged callers take it at `commit`, which refuses when another run
+A run goes in five stages, which Dagster shows as ops: `prepare` (what to
+read) and `read` (the inputs' rows), `assign` (their watermarks), `operate`
+(the operator's step) and `commit`. `run()` does them all under the table's
+run lock; staged callers take it at `commit`, which refuses when another run
 committed in between.
 """
 
@@ -30,7 +30,9 @@ from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore, InputPosi
 from chronolake.runtime.faults import FaultPoint, fault_point
 from chronolake.runtime.inputs import (
     SNAPSHOT_PHASE,
+    ChangelogRead,
     InputRead,
+    assign_watermarks,
     initial_position,
     read_input,
     refresh_position,
@@ -128,7 +130,7 @@ class DerivedTable:
             plan = self.prepare(full_refresh=full_refresh)
             if plan is None:
                 return self.up_to_date()
-            reads = self.read(plan)
+            reads = self.assign(plan, self.read(plan))
             return self._commit(plan, reads, self.operate(plan, reads))
 
     def prepare(self, *, full_refresh: bool = False) -> RunPlan | None:
@@ -158,16 +160,24 @@ class DerivedTable:
             figures={"pending_rows": committed.counters.get("pending_rows", 0)},
         )
 
-    def read(self, plan: RunPlan) -> dict[str, InputRead]:
-        """Every input's rows up to the intent's versions, watermarks assigned (lazy)."""
+    def read(self, plan: RunPlan) -> dict[str, ChangelogRead]:
+        """Every input's rows up to the intent's versions (lazy), watermarks not assigned."""
         positions = self._start_positions(plan)
         return {
             name: read_input(
                 self.catalog, spec, positions[name], plan.intent.end_versions[name],
-                derived=self.name, now_ms=self.clock.now_ms(),
+                derived=self.name,
             )
             for name, spec in self.inputs.items()
         }
+
+    def assign(
+        self, plan: RunPlan, reads: Mapping[str, ChangelogRead]
+    ) -> dict[str, InputRead]:
+        """Every input's rows of run `plan` stamped with watermarks, from the stored state
+        (one Spark job per event-time input: its per-split maxima; the rows stay lazy)."""
+        now_ms = self.clock.now_ms()
+        return {name: assign_watermarks(read, now_ms=now_ms) for name, read in reads.items()}
 
     def operate(self, plan: RunPlan, reads: Mapping[str, InputRead]) -> Step:
         """The operator's step over this run's rows and the committed state.

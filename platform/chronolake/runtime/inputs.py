@@ -1,12 +1,15 @@
-"""Reading one input of a run: its new commits (or, for a hybrid source, a snapshot first),
-with watermarks assigned.
+"""One input of a run, in two steps: read its new commits (or, for a hybrid source, a
+snapshot first), then assign their watermarks.
 
-A source with `WATERMARK FOR` generates event-time watermarks per split
-(`WatermarkAssigner`). A source without one follows processing time: it emits
-`(MIN, processing)`. A hybrid source (`'scan.startup.mode' =
-'snapshot-then-changelog'`) reads the table at version v as `+I` rows first;
-while bounded it makes no event-time progress, and at the switch to the change
-data feed (from v + 1) it emits the processing-time watermark.
+`read_input` defines the rows (lazy) and where the input stands afterwards; it
+assigns nothing, so a run (and Dagster) can show reading and assigning as two
+stages. `assign_watermarks` then stamps the rows: a source with `WATERMARK FOR`
+generates event-time watermarks per split (`WatermarkAssigner`). A source
+without one follows processing time: it emits `(MIN, processing)`. A hybrid
+source (`'scan.startup.mode' = 'snapshot-then-changelog'`) reads the table at
+version v as `+I` rows first; while bounded it makes no event-time progress,
+and at the switch to the change data feed (from v + 1) it emits the
+processing-time watermark.
 
 Before a read is defined the source is checked (`source_checks`): a bad input
 stops the run before anything is written. A full refresh starts an input from
@@ -34,6 +37,7 @@ from chronolake.runtime.source_checks import (
     require_delta_table,
 )
 from chronolake.schema import StartupMode, TableSpec
+from chronolake.watermarks._progress import SplitTick
 from chronolake.watermarks.assigner import LATE_COLUMN, WATERMARK_COLUMN, WatermarkAssigner
 from chronolake.watermarks.watermark import LONG_MIN, Watermark
 
@@ -43,8 +47,27 @@ BOOTSTRAP_PHASE = "bootstrap"
 
 
 @dataclass(frozen=True)
+class ChangelogRead:
+    """One input's rows for this run, before watermarks are assigned (`assign_watermarks`)."""
+
+    spec: TableSpec
+    rows: DataFrame
+    """The changelog rows the run covers (lazy), without `_watermark` and `_late`."""
+    position: InputPosition
+    """Where the input stands after the run; its watermark state is still the one before."""
+    partition_columns: tuple[str, ...]
+    """The Delta table's partition columns at the read's end (for `'$partitions'` splits)."""
+    switched_at: int | None = None
+    """The snapshot's version when this read is a hybrid source's snapshot phase."""
+
+    @property
+    def phase(self) -> str:
+        return self.position.phase
+
+
+@dataclass(frozen=True)
 class InputRead:
-    """One input's rows for this run and where it stands afterwards."""
+    """One input's rows for this run, watermarks assigned, and where it stands afterwards."""
 
     spec: TableSpec
     rows: DataFrame
@@ -53,6 +76,8 @@ class InputRead:
     switched_at: int | None = None
     assigner: WatermarkAssigner | None = None
     """The generator that stamped `rows` (None: the source follows processing time)."""
+    maxima: tuple[SplitTick, ...] = ()
+    """The assigner's per-(split, commit) facts, from which the run's ticks are cut."""
 
     @property
     def phase(self) -> str:
@@ -92,14 +117,12 @@ def read_input(
     end_version: int,
     *,
     derived: str,
-    now_ms: int | None = None,
-) -> InputRead:
-    """The input's rows after `position` up to `end_version`, stamped with watermarks.
+) -> ChangelogRead:
+    """The input's rows after `position` up to `end_version` (lazy), watermarks not assigned.
 
-    `now_ms` is the run's clock, against which a split with no new rows may go
-    idle (`'scan.idle-timeout'`). Raises `SourceError` (before any Spark job) when
-    the source is not a Delta table, lost or retyped a declared column, or cannot
-    be read in that range; `derived` is the derived table's name, for the message.
+    Raises `SourceError` (before any Spark job) when the source is not a Delta table,
+    lost or retyped a declared column, or cannot be read in that range; `derived` is
+    the derived table's name, for the message.
     """
     path = catalog.table_path(spec)
     require_delta_table(path, spec, derived)
@@ -109,25 +132,42 @@ def read_input(
         version=end_version, derived=derived,
     )
     rows = _rows(catalog, spec, position, end_version)
+    partitions = tuple(partition_columns(path, end_version))
     if position.phase == SNAPSHOT_PHASE:
         moved = InputPosition(version=end_version, phase=CHANGELOG_PHASE, columns=columns)
-        return InputRead(spec, _unstamped(rows), _processing_time(), moved, end_version)
+        return ChangelogRead(spec, rows, moved, partitions, switched_at=end_version)
     moved = InputPosition(
         version=max(end_version, position.version),
         watermarks=position.watermarks,
         phase=CHANGELOG_PHASE,
         columns=columns,
     )
+    return ChangelogRead(spec, rows, moved, partitions)
+
+
+def assign_watermarks(read: ChangelogRead, *, now_ms: int | None = None) -> InputRead:
+    """The read's rows stamped with `_watermark` and `_late`, and the input's new watermark.
+
+    An event-time source runs its `WatermarkAssigner` from the stored state (one Spark
+    job: the per-split maxima) and moves the position's watermark state; a source
+    without `WATERMARK FOR`, and a hybrid source in either phase, follow processing
+    time and nothing is late. `now_ms` is the run's clock, against which a split with
+    no new rows may go idle (`'scan.idle-timeout'`).
+    """
+    spec, position = read.spec, read.position
     hybrid = spec.options.startup_mode is StartupMode.SNAPSHOT_THEN_CHANGELOG
     if spec.watermark is None or hybrid:
-        return InputRead(spec, _unstamped(rows), _processing_time(), moved)
-    assigner = WatermarkAssigner.for_table(
-        spec, partition_columns=partition_columns(path, end_version)
-    )
-    assigned = assigner.assign(rows, state=position.watermarks, now_ms=now_ms)
+        return InputRead(
+            spec, _unstamped(read.rows), _processing_time(), position, read.switched_at
+        )
+    assigner = WatermarkAssigner.for_table(spec, partition_columns=read.partition_columns)
+    assigned = assigner.assign(read.rows, state=position.watermarks, now_ms=now_ms)
     state = assigned.state()
-    moved = moved.model_copy(update={"watermarks": state})
-    return InputRead(spec, assigned.rows, Watermark(state.watermark), moved, assigner=assigner)
+    moved = position.model_copy(update={"watermarks": state})
+    return InputRead(
+        spec, assigned.rows, Watermark(state.watermark), moved, assigner=assigner,
+        maxima=assigned.maxima,
+    )
 
 
 def _rows(

@@ -4,15 +4,17 @@ A run whose inputs set `'scan.max-rows-per-tick'` does not hand its whole
 backlog to the operator at once. Per input and split, the rows in arrival order
 are cut into chunks: of at most that many rows when the input sets the option,
 else one chunk per commit (an input with `SYSTEM_WATERMARK()` always ticks per
-commit: its watermark is emitted after whole commits only). One Spark job per
-input reads back one row per (split, chunk) with the chunk's largest generated
-watermark; `chronolake.alignment.schedule_ticks` replays the ticks on those
-facts (pausing the splits that run ahead of their alignment group) and says in
-which tick each chunk is read. A broadcast join of that small table puts every
-row in its tick, and the watermark assigner stamps the rows again with the tick
-as its emission period, so `_watermark`/`_late` are what the operator would see
-tick by tick. Inputs without event-time watermarks (processing time, hybrid)
-are read whole in the first tick.
+commit: its watermark is emitted after whole commits only). The chunks'
+watermarks come from the facts the read's watermark assigner already counted
+per (split, commit), without a Spark job, unless a commit is cut inside (then one
+job per input reads back a row per (split, chunk)).
+`chronolake.alignment.schedule_ticks` replays the ticks on those facts (pausing
+the splits that run ahead of their alignment group) and says in which tick each
+chunk is read. A broadcast join of that small table puts every row in its tick,
+and the watermark assigner stamps the rows again with the tick as its emission
+period, so `_watermark`/`_late` are what the operator would see tick by tick.
+Inputs without event-time watermarks (processing time, hybrid) are read whole
+in the first tick.
 
 Without `'scan.max-rows-per-tick'` on any input a run is one tick, exactly as
 before: `plan_ticks` returns None without a Spark job.
@@ -37,10 +39,10 @@ from chronolake.alignment.settings import AlignmentSettings
 from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_VERSION
 from chronolake.runtime.checkpoint import Checkpoint, InputPosition
 from chronolake.runtime.inputs import InputRead
-from chronolake.runtime.operator import Operator, RunContext, Step
+from chronolake.runtime.operator import Operator, RunContext, Step, reused
 from chronolake.runtime.result import TickReport
 from chronolake.watermarks._millis import watermark_millis
-from chronolake.watermarks._progress import GENERATED, SPLIT, Progress
+from chronolake.watermarks._progress import GENERATED, SPLIT, Progress, SplitTick
 from chronolake.watermarks.assigner import (
     LATE_COLUMN,
     WATERMARK_COLUMN,
@@ -58,7 +60,6 @@ tick's; every other figure counts rows passing through, and is summed over the t
 
 _CHUNK = "__tick_chunk"
 _OFFSET = "__tick_split_offset"
-_COMMIT_RANK = "__tick_commit_rank"
 _MAX = "__tick_max"
 
 
@@ -158,7 +159,7 @@ def step_ticks(
         output_ms = watermark_ms(context.checkpoint, combined)
         step = operator.step(context, reads, combined, output_ms)
         # Lazy: the next tick's first job materializes it and cuts the lineage there.
-        state = {role: frame.localCheckpoint(eager=False) for role, frame in step.state.items()}
+        state = {role: reused(frame) for role, frame in step.state.items()}
         outputs.append(step.output)
         late.append(step.late)
         if step.history is not None:
@@ -219,32 +220,27 @@ def plan_ticks(
     """
     if all(read.spec.options.max_rows_per_tick is None for read in reads.values()):
         return None
-    chunked: dict[str, DataFrame] = {}
-    backlogs: list[SourceBacklog] = []
-    for name, read in reads.items():
-        if not _event_time(read):
-            continue
-        chunked[name] = _chunked(read).localCheckpoint()
-        state = starts[name].watermarks
-        backlogs.append(
+    cuts = {name: _cut(read) for name, read in reads.items() if _event_time(read)}
+    schedule = schedule_ticks(
+        [
             SourceBacklog(
                 source=name,
-                chunks=_chunk_watermarks(chunked[name]),
-                start_splits=state.splits,
-                alignment=AlignmentSettings.for_table(read.spec),
+                chunks=cut.chunk_watermarks(),
+                start_splits=starts[name].watermarks.splits,
+                alignment=AlignmentSettings.for_table(reads[name].spec),
             )
-        )
-    schedule = schedule_ticks(backlogs)
+            for name, cut in cuts.items()
+        ]
+    )
     rows: dict[str, DataFrame] = {}
     watermarks: dict[str, tuple[Watermark, ...]] = {}
     for name, read in reads.items():
-        if name not in chunked:
+        cut = cuts.get(name)
+        if cut is None:
             watermarks[name] = (read.watermark,) * schedule.count
             continue
-        table = _tick_table(read, schedule.sources[name].ticks)
-        ticked = chunked[name].join(F.broadcast(table), [SPLIT, _CHUNK])
-        assigned = _restamped(read, ticked, starts[name])
-        rows[name] = assigned.rows.select(*read.rows.columns, TICK_COLUMN).localCheckpoint()
+        assigned = cut.ticked(schedule.sources[name].ticks, starts[name])
+        rows[name] = reused(assigned.rows.select(*read.rows.columns, TICK_COLUMN))
         watermarks[name] = _watermarks_after(assigned.progress, schedule.count)
     return TickedRun(
         count=schedule.count, reads=reads, rows=rows, watermarks=watermarks, schedule=schedule
@@ -256,26 +252,131 @@ def _event_time(read: InputRead) -> bool:
     return read.spec.watermark is not None and not read.watermark.use_processing_time
 
 
+@dataclass(frozen=True)
+class _Cut:
+    """One input's rows cut into chunks per split, in arrival order.
+
+    The read's assigner already counted the rows of every (split, commit) and took
+    their largest watermark and commit time. When every commit falls inside one chunk
+    (always so for a backlog under the bound, or with a chunk per commit), the chunks'
+    watermarks and the ticks' facts follow from those counts without a Spark job.
+    Otherwise a commit is cut inside, by rank: one job reads the chunks' watermarks
+    back, and the ticked rows are assigned again with one job more.
+    """
+
+    read: InputRead
+    commits: tuple[SplitTick, ...]
+    """The assigner's facts per (split, commit), in arrival order."""
+    commit_chunks: Mapping[tuple[str, int], int] | None
+    """(split, commit) -> chunk, when no commit straddles two chunks."""
+    chunked: DataFrame | None
+    """The rows with their chunk, when a commit does (checkpointed)."""
+
+    def chunk_watermarks(self) -> dict[str, list[int | None]]:
+        """Per split, the largest generated watermark of each chunk, in chunk order."""
+        if self.chunked is not None:
+            return _chunk_watermarks(self.chunked)
+        assert self.commit_chunks is not None
+        chunks: dict[str, dict[int, int | None]] = {}
+        for fact in self.commits:
+            by_chunk = chunks.setdefault(fact.split, {})
+            chunk = self.commit_chunks[(fact.split, fact.tick)]
+            by_chunk[chunk] = _larger(by_chunk.get(chunk), fact.generated)
+        return {split: [marks[i] for i in sorted(marks)] for split, marks in chunks.items()}
+
+    def ticked(
+        self, ticks: Mapping[tuple[str, int], int], start: InputPosition
+    ) -> AssignedChangelog:
+        """The rows in their ticks, stamped again with the tick as the emission period."""
+        assigner = _assigner(self.read).model_copy(update={"tick": TICK_COLUMN})
+        columns = [c for c in self.read.rows.columns if c not in (WATERMARK_COLUMN, LATE_COLUMN)]
+        if self.chunked is not None:
+            table = _local(self.read, (SPLIT, _CHUNK), ticks)
+            rows = self.chunked.join(F.broadcast(table), [SPLIT, _CHUNK])
+            return assigner.assign(rows.select(*columns, TICK_COLUMN), state=start.watermarks)
+        assert self.commit_chunks is not None
+        commit_ticks = {key: ticks[(key[0], chunk)] for key, chunk in self.commit_chunks.items()}
+        table = _local(self.read, (SPLIT, COMMIT_VERSION), commit_ticks)
+        base, _, _ = _assigner(self.read).annotate(self.read.rows.select(*columns))
+        rows = base.join(F.broadcast(table), [SPLIT, COMMIT_VERSION])
+        maxima = _tick_facts(self.commits, commit_ticks)
+        return assigner.assign(
+            rows.select(*columns, TICK_COLUMN), state=start.watermarks, maxima=maxima
+        )
+
+
+def _cut(read: InputRead) -> _Cut:
+    assigner = _assigner(read)
+    assert assigner.tick == COMMIT_VERSION, "a read's assigner ticks per commit"
+    commits = tuple(sorted(read.maxima, key=lambda fact: (fact.split, fact.tick)))
+    bound = read.spec.options.max_rows_per_tick
+    by_commit = bound is None or assigner.is_system_watermark
+    chunks, straddled = _commit_chunks(commits, None if by_commit else bound)
+    if not straddled:
+        return _Cut(read, commits, chunks, None)
+    assert bound is not None
+    return _Cut(read, commits, None, reused(_chunked(read, commits, bound)))
+
+
+def _commit_chunks(
+    commits: Sequence[SplitTick], bound: int | None
+) -> tuple[dict[tuple[str, int], int], bool]:
+    """Each commit's chunk in its split (by rank, or one per commit when `bound` is None),
+    and whether some commit straddles two chunks."""
+    chunks: dict[tuple[str, int], int] = {}
+    offsets: dict[str, int] = {}
+    straddled = False
+    for fact in commits:
+        offset = offsets.get(fact.split, 0)
+        if bound is None:
+            chunks[(fact.split, fact.tick)] = offset
+            offsets[fact.split] = offset + 1
+            continue
+        first, last = offset // bound, (offset + fact.rows - 1) // bound
+        straddled = straddled or first != last
+        chunks[(fact.split, fact.tick)] = first
+        offsets[fact.split] = offset + fact.rows
+    return chunks, straddled
+
+
+def _tick_facts(
+    commits: Sequence[SplitTick], commit_ticks: Mapping[tuple[str, int], int]
+) -> list[SplitTick]:
+    """The per-(split, tick) facts of the ticked rows, from the per-(split, commit) ones."""
+    facts: dict[tuple[str, int], SplitTick] = {}
+    for fact in commits:
+        key = (fact.split, commit_ticks[(fact.split, fact.tick)])
+        known = facts.get(key)
+        facts[key] = SplitTick(
+            split=fact.split,
+            tick=key[1],
+            generated=fact.generated if known is None else _larger(known.generated, fact.generated),
+            commit_ms=fact.commit_ms if known is None else max(known.commit_ms, fact.commit_ms),
+            rows=fact.rows + (0 if known is None else known.rows),
+        )
+    return list(facts.values())
+
+
+def _larger(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
 def _assigner(read: InputRead) -> WatermarkAssigner:
     assert read.assigner is not None, "only event-time inputs are ticked"
     return read.assigner
 
 
-def _chunked(read: InputRead) -> DataFrame:
-    """The input's rows with their split key, generated watermark (ms) and chunk number."""
+def _chunked(read: InputRead, commits: Sequence[SplitTick], bound: int) -> DataFrame:
+    """The input's rows with their split key, generated watermark (ms) and chunk number:
+    the rows of earlier commits, then the rank inside the commit (a window per commit,
+    never one over a whole split)."""
     assigner = _assigner(read)
     # The assigner's own split key and generated value, so the chunks follow its rules.
     base, generated_type, _ = assigner.annotate(read.rows.drop(WATERMARK_COLUMN, LATE_COLUMN))
-    bound = read.spec.options.max_rows_per_tick
-    commits = _split_commits(base)
-    if bound is None or assigner.is_system_watermark:
-        chunk = F.col(_COMMIT_RANK)
-    else:
-        # Arrival rank inside the split: rows of earlier commits, then the rank inside the
-        # commit (a window per commit, never one over a whole split).
-        in_commit = Window.partitionBy(SPLIT, COMMIT_VERSION).orderBy(*ARRIVAL_ORDER)
-        chunk = F.floor((F.col(_OFFSET) + F.row_number().over(in_commit) - 1) / bound)
-    return base.join(F.broadcast(commits), [SPLIT, COMMIT_VERSION]).select(
+    in_commit = Window.partitionBy(SPLIT, COMMIT_VERSION).orderBy(*ARRIVAL_ORDER)
+    chunk = F.floor((F.col(_OFFSET) + F.row_number().over(in_commit) - 1) / bound)
+    offsets = _commit_offsets(read, commits)
+    return base.join(F.broadcast(offsets), [SPLIT, COMMIT_VERSION]).select(
         *read.rows.drop(WATERMARK_COLUMN, LATE_COLUMN).columns,
         F.col(SPLIT),
         chunk.cast(LongType()).alias(_CHUNK),
@@ -283,22 +384,19 @@ def _chunked(read: InputRead) -> DataFrame:
     )
 
 
-def _split_commits(base: DataFrame) -> DataFrame:
-    """Per (split, commit): the split's rows in earlier commits and the commit's rank in the
-    split, as a small local table."""
-    counts = base.groupBy(SPLIT, COMMIT_VERSION).count()
-    # One row per (split, commit): metadata-sized, like the Delta log.
-    rows = sorted((r[SPLIT], r[COMMIT_VERSION], r["count"]) for r in counts.collect())
-    values, seen, ranks = [], {}, {}
-    for split, version, count in rows:
-        values.append((split, version, seen.get(split, 0), ranks.get(split, 0)))
-        seen[split] = seen.get(split, 0) + count
-        ranks[split] = ranks.get(split, 0) + 1
+def _commit_offsets(read: InputRead, commits: Sequence[SplitTick]) -> DataFrame:
+    """Per (split, commit): the split's rows in earlier commits, as a small local table."""
+    offsets: dict[tuple[str, int], int] = {}
+    seen: dict[str, int] = {}
+    for fact in commits:
+        offsets[(fact.split, fact.tick)] = seen.get(fact.split, 0)
+        seen[fact.split] = seen.get(fact.split, 0) + fact.rows
     schema = StructType(
         [StructField(SPLIT, StringType()), StructField(COMMIT_VERSION, LongType()),
-         StructField(_OFFSET, LongType()), StructField(_COMMIT_RANK, LongType())]
+         StructField(_OFFSET, LongType())]
     )
-    return local_table(base.sparkSession, schema, values)
+    rows = [(split, version, offset) for (split, version), offset in offsets.items()]
+    return local_table(read.rows.sparkSession, schema, rows)
 
 
 def _chunk_watermarks(chunked: DataFrame) -> dict[str, list[int | None]]:
@@ -311,21 +409,16 @@ def _chunk_watermarks(chunked: DataFrame) -> dict[str, list[int | None]]:
     return {split: [by_index[i] for i in sorted(by_index)] for split, by_index in chunks.items()}
 
 
-def _tick_table(read: InputRead, ticks: Mapping[tuple[str, int], int]) -> DataFrame:
-    """The small (split, chunk) → tick table."""
+def _local(
+    read: InputRead, key: tuple[str, str], ticks: Mapping[tuple[str, int], int]
+) -> DataFrame:
+    """A small (split, chunk or commit) → tick table."""
     schema = StructType(
-        [StructField(SPLIT, StringType()), StructField(_CHUNK, LongType()),
+        [StructField(key[0], StringType()), StructField(key[1], LongType()),
          StructField(TICK_COLUMN, LongType())]
     )
-    rows = [(split, chunk, tick) for (split, chunk), tick in sorted(ticks.items())]
+    rows = [(split, part, tick) for (split, part), tick in sorted(ticks.items())]
     return local_table(read.rows.sparkSession, schema, rows)
-
-
-def _restamped(read: InputRead, ticked: DataFrame, start: InputPosition) -> AssignedChangelog:
-    """The rows stamped again, with the tick as the watermark emission period."""
-    columns = [c for c in read.rows.columns if c not in (WATERMARK_COLUMN, LATE_COLUMN)]
-    assigner = _assigner(read).model_copy(update={"tick": TICK_COLUMN})
-    return assigner.assign(ticked.select(*columns, TICK_COLUMN), state=start.watermarks)
 
 
 def _watermarks_after(progress: Progress, count: int) -> tuple[Watermark, ...]:

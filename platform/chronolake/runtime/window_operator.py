@@ -26,7 +26,7 @@ from chronolake.catalog import Catalog
 from chronolake.errors import DefinitionError, RunError
 from chronolake.lake.changelog import ROW_KIND, RowKind
 from chronolake.runtime.inputs import InputRead
-from chronolake.runtime.operator import Operator, RunContext, Step, count_figures
+from chronolake.runtime.operator import Operator, RunContext, Step, count_figures, reused
 from chronolake.schema import ViewSpec
 from chronolake.sql.window import WINDOW_COLUMNS, WindowPlan, plan_window_aggregate
 from chronolake.watermarks._late import REASON_COLUMN, LateReason
@@ -72,7 +72,7 @@ class WindowAggregateOperator(Operator):
         watermark_ms: int | None,
     ) -> Step:
         read = reads[self.source.name]
-        rows = read.rows.localCheckpoint()  # read once: output, side table, state and figures
+        rows = reused(read.rows)  # read once: output, side table, state and figures
         # The view's WHERE filters rows before their windows, as in Flink: never late.
         kept = rows if self.plan.where is None else rows.where(F.expr(self.plan.where))
         rowtime = self._rowtime(read, kept)
@@ -86,7 +86,7 @@ class WindowAggregateOperator(Operator):
             ending=ending,
             state=context.state(OPEN_ROLE),
         )
-        output = self._aggregate(split.fired).localCheckpoint()
+        output = reused(self._aggregate(split.fired))
         counts = count_figures({
             "rows_in": rows,
             "retractions": rows.where(F.col(ROW_KIND) != RowKind.INSERT.value),

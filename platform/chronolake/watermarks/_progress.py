@@ -83,12 +83,14 @@ class TickStart:
 @dataclass(frozen=True)
 class SplitTick:
     """What the aggregate job reads back per (split, tick): the largest generated watermark
-    (None: none generated) and the largest commit timestamp of the split's rows there."""
+    (None: none generated), the largest commit timestamp of the split's rows there, and how
+    many rows there are (which the run's ticks are cut by)."""
 
     split: str
     tick: int
     generated: int | None
     commit_ms: int
+    rows: int
 
 
 @dataclass(frozen=True)

@@ -206,33 +206,23 @@ class WatermarkAssigner(BaseModel):
         *,
         state: WatermarkState | None = None,
         now_ms: int | None = None,
+        maxima: Sequence[SplitTick] | None = None,
     ) -> AssignedChangelog:
         """Stamp `changelog` with `_watermark` and `_late`, starting from `state`.
 
         Runs one Spark job now: the per-(split, tick) maxima of the generated
         watermark (and of the commit timestamp), from which the per-tick watermarks
-        and the final state follow. `now_ms` is the run's clock: with an idle
-        timeout, the splits without rows for longer than the timeout at that time
-        are idle after the run (they do not hold back the returned state's
-        watermark). A strategy function that raises makes this call fail with a
-        `RunError` naming the row, before anything is written.
+        and the final state follow; a caller that knows them already (the run's
+        ticks, derived from an earlier assignment's) passes `maxima` and no job runs.
+        `now_ms` is the run's clock: with an idle timeout, the splits without rows
+        for longer than the timeout at that time are idle after the run (they do
+        not hold back the returned state's watermark). A strategy function that
+        raises makes this call fail with a `RunError` naming the row, before
+        anything is written.
         """
         start = state or WatermarkState()
         base, generated_type, rowtime_type = self.annotate(changelog)
-        maxima = base.groupBy(SPLIT, TICK).agg(
-            F.max(GENERATED).alias(GENERATED), F.max(COMMIT_TIMESTAMP).alias(COMMIT_TIMESTAMP)
-        )
-        maxima = maxima.select(
-            SPLIT,
-            TICK,
-            watermark_millis(F.col(GENERATED), generated_type),
-            F.unix_millis(COMMIT_TIMESTAMP),
-        )
-        try:
-            # One row per (split, tick) read back: metadata-sized, like the Delta log.
-            collected = [SplitTick(*row) for row in maxima.collect()]
-        except PythonException as error:
-            raise_strategy_failure(base, error, strategy=self.strategy, key=self.key)
+        collected = tuple(maxima) if maxima is not None else self._maxima(base, generated_type)
         progress = Progress.of(
             collected,
             start_splits=start.splits,
@@ -260,7 +250,29 @@ class WatermarkAssigner(BaseModel):
             F.col(IN_FORCE).alias(WATERMARK_COLUMN),
             F.coalesce(late, F.lit(False)).alias(LATE_COLUMN),
         )
-        return AssignedChangelog(assigner=self, rows=rows, start=start, progress=progress)
+        return AssignedChangelog(
+            assigner=self, rows=rows, start=start, progress=progress, maxima=collected
+        )
+
+    def _maxima(self, base: DataFrame, generated_type: DataType) -> tuple[SplitTick, ...]:
+        """The per-(split, tick) facts of the annotated rows, in one Spark job."""
+        maxima = base.groupBy(SPLIT, TICK).agg(
+            F.max(GENERATED).alias(GENERATED),
+            F.max(COMMIT_TIMESTAMP).alias(COMMIT_TIMESTAMP),
+            F.count(F.lit(1)).alias("rows"),
+        )
+        maxima = maxima.select(
+            SPLIT,
+            TICK,
+            watermark_millis(F.col(GENERATED), generated_type),
+            F.unix_millis(COMMIT_TIMESTAMP),
+            "rows",
+        )
+        try:
+            # One row per (split, tick) read back: metadata-sized, like the Delta log.
+            return tuple(SplitTick(*row) for row in maxima.collect())
+        except PythonException as error:
+            raise_strategy_failure(base, error, strategy=self.strategy, key=self.key)
 
     def rowtime_column(self) -> Column:
         """The rowtime attribute as a column (the commit timestamp for SYSTEM_ROWTIME())."""
@@ -364,6 +376,8 @@ class AssignedChangelog:
     rows: DataFrame
     start: WatermarkState
     progress: Progress
+    maxima: tuple[SplitTick, ...] = ()
+    """The per-(split, tick) facts the watermarks were computed from."""
 
     def state(self) -> WatermarkState:
         """The watermarks after the last tick of this run (never below `start`), with the
