@@ -13,7 +13,9 @@ AS OF order_time) and materializes it with `chronolake.runtime.views.materialize
 For each run it reports the run's own figures (rows_in, rows_out, pending_rows, state_rows,
 late rows) and what Spark did, read from Spark's status store for the stages of that run:
 rows read from files (`input_records`: inputs, state and history tables), rows written
-(`output_records`: output, state, history, late rows), executor CPU seconds and stage count.
+(`output_records`: output, state, history, late rows), executor CPU seconds and stage count,
+and the size of the view's version history table before the run (from its Delta log): a run
+with late rows scans that table once.
 The ratios of each increment against the first run, all in one process, are the result;
 the report is printed and written as JSON under `benchmarks/results/`.
 
@@ -33,7 +35,8 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from deltalake import write_deltalake
+import pyarrow.compute
+from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog
@@ -145,7 +148,17 @@ class StageMeter:
 # --- the run ------------------------------------------------------------------------------------
 
 
+def _history_rows(catalog: Catalog) -> int:
+    """Build events in the view's version history table, from its Delta log's file stats."""
+    path = catalog.root / "_chronolake" / "state" / "enriched" / "history"
+    if not DeltaTable.is_deltatable(str(path)):
+        return 0
+    actions = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True))
+    return int(pa.compute.sum(actions["num_records"]).as_py() or 0)
+
+
 def _measure(catalog: Catalog, meter: StageMeter, label: str) -> dict:
+    history_before = _history_rows(catalog)
     meter.start()
     started = time.perf_counter()
     result = materialize_view(catalog, "enriched")
@@ -157,11 +170,11 @@ def _measure(catalog: Catalog, meter: StageMeter, label: str) -> dict:
         f"{spark['output_records']:>10,}  cpu {spark['executor_cpu_s']:>7.2f}s  "
         f"stages {spark['stages']:>3}  rows_in {figures['rows_in']:>9,}  rows_out "
         f"{figures['rows_out']:>9,}  state {figures['state_rows']:>7,}  "
-        f"late {figures['late_probe_rows']}",
+        f"late {figures['late_probe_rows']}  history before {history_before:,}",
         flush=True,
     )
     return {"seconds": round(seconds, 3), "status": str(result.status), **spark,
-            "figures": figures}
+            "history_rows_before": history_before, "figures": figures}
 
 
 def _ratios(increment: dict, first: dict) -> dict[str, float | None]:

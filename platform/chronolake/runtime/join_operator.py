@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 
 from chronolake.catalog import Catalog
 from chronolake.errors import DefinitionError
+from chronolake.joins.history import history_for_late_rows
 from chronolake.joins.temporal import join_query, latest_versions, matched_latest, matched_versions
 from chronolake.joins.versions import STALE_VERSION, mark_stale_versions, retained_versions
 from chronolake.runtime.inputs import InputRead
@@ -30,6 +31,7 @@ from chronolake.runtime.operator import (
     RunContext,
     Step,
     count_figures,
+    reused,
     without_annotations,
 )
 from chronolake.schema import TableSpec, ViewSpec
@@ -65,15 +67,15 @@ class TemporalJoinOperator(Operator):
         self, context: RunContext, probe: InputRead, build: InputRead, watermark_ms: int | None
     ) -> Step:
         threshold = watermark_ms if watermark_ms is not None else Watermark.MIN_WATERMARK.timestamp
-        rows = _with_pending(context, probe.rows).localCheckpoint()
+        rows = reused(_with_pending(context, probe.rows))
         rowtime_ms = F.unix_micros(F.col(self.plan.probe_time).cast("timestamp")) / 1000
-        ready = rows.where(rowtime_ms <= threshold).localCheckpoint()
+        ready = reused(rows.where(rowtime_ms <= threshold))
         pending = rows.where(rowtime_ms > threshold)
         nulls = rows.where(F.col(self.plan.probe_time).isNull())
 
         build_rows = self._version_events(context, build.rows)
         new_events = build_rows.where(F.col("__tj_new")).drop("__tj_new")
-        events = build_rows.drop("__tj_new").localCheckpoint()
+        events = reused(build_rows.drop("__tj_new"))
 
         horizon = context.checkpoint.horizon
         if horizon is None:
@@ -84,12 +86,14 @@ class TemporalJoinOperator(Operator):
             if late.limit(1).count():
                 stored = context.history()
                 history = new_events if stored is None else stored.unionByName(new_events)
-                matched = matched.unionByName(matched_versions(self.plan, late, history))
-        matched = matched.localCheckpoint()  # used by the output and by the figures
-        output = join_query(self.plan, without_annotations(ready), matched).localCheckpoint()
-        retained = retained_versions(
-            events, self.plan.build_keys, self.build_time, threshold
-        ).localCheckpoint()
+                # one scan of the history, cut to the events the late rows can meet
+                needed = reused(history_for_late_rows(history, late, self.plan))
+                matched = matched.unionByName(matched_versions(self.plan, late, needed))
+        matched = reused(matched)  # used by the output and by the figures
+        output = reused(join_query(self.plan, without_annotations(ready), matched))
+        retained = reused(
+            retained_versions(events, self.plan.build_keys, self.build_time, threshold)
+        )
         late_rows = side_table_rows(nulls, LateReason.NULL_ROWTIME)
         figures = _figures(probe, build, ready, output, matched, pending, late_rows, retained)
         return Step(
@@ -103,12 +107,12 @@ class TemporalJoinOperator(Operator):
     def _processing_time_step(
         self, context: RunContext, probe: InputRead, build: InputRead
     ) -> Step:
-        rows = _with_pending(context, probe.rows).localCheckpoint()
+        rows = reused(_with_pending(context, probe.rows))
         previous = context.state("latest")
         events = without_annotations(build.rows)
         if previous is not None:
             events = previous.unionByName(events, allowMissingColumns=True)
-        latest = latest_versions(events, self.plan.build_keys).localCheckpoint()
+        latest = reused(latest_versions(events, self.plan.build_keys))
         if build.watermark.use_processing_time:
             ready, pending, reason = rows, rows.limit(0), None
         else:
@@ -118,8 +122,8 @@ class TemporalJoinOperator(Operator):
                 "processing time (its watermark follows event time); declare it with "
                 "'scan.startup.mode' = 'snapshot-then-changelog' or without WATERMARK FOR"
             )
-        matched = matched_latest(self.plan, ready, latest).localCheckpoint()
-        output = join_query(self.plan, without_annotations(ready), matched).localCheckpoint()
+        matched = reused(matched_latest(self.plan, ready, latest))
+        output = reused(join_query(self.plan, without_annotations(ready), matched))
         late_rows = side_table_rows(rows.limit(0), LateReason.NULL_ROWTIME)
         figures = _figures(probe, build, ready, output, matched, pending, late_rows, latest)
         return Step(

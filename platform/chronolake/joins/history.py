@@ -1,0 +1,91 @@
+"""The slice of a versioned table's history that late probe rows can meet.
+
+A late probe row (at or below the join's state horizon) joins the version of its key valid at
+its rowtime among all build events so far, so the runtime keeps every build event in a history
+table. Handing the whole history to the as-of join makes a run with a handful of late rows
+cost in proportion to the history's age; cutting it first to the events that can decide those
+rows makes that work follow the late rows' keys and the time span they reach back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from chronolake.lake.changelog import ROW_KIND, RowKind
+from chronolake.sql.temporal import TemporalJoinPlan
+
+_KEY = "__lh_k"
+_EARLIEST = "__lh_lo"
+_LATEST = "__lh_hi"
+_FLOOR = "__lh_floor"
+
+
+def history_for_late_rows(
+    history: DataFrame, late: DataFrame, plan: TemporalJoinPlan
+) -> DataFrame:
+    """`history` cut to the build events that decide which version each `late` row joins.
+
+    For a key whose late probe rows have rowtimes in [lo, hi], the as-of join
+    (`chronolake.joins.asof.join_valid_versions`) needs the key's events from its *floor*,
+    the latest version time at or below lo, through hi: every event at the floor time
+    (ties go to the later arrival, and a winning `-D` erases the version), and everything
+    after it up to hi. An earlier event's validity ends at or before the floor; a later one
+    starts after every late row of the key, and dropping it only turns the last kept
+    interval's end from a time above hi into "open". `-U` events (never versions) and keys
+    without late rows are dropped too; when a key has no version at or below lo, all its
+    events up to hi stay. Columns are `history`'s; the result is correct for any `late`
+    rows, only its size depends on them being few.
+
+    Example:
+        >>> needed = history_for_late_rows(history, late_probe_rows, plan)
+        >>> matched = matched_versions(plan, late_probe_rows, needed)
+    """
+    assert plan.build_time is not None, "an event-time join has a build time"
+    keys = [f"{_KEY}{i}" for i in range(len(plan.probe_keys))]
+    probe_time = F.col(_quote(plan.probe_time))
+    # One row per distinct key of the late rows: few, so broadcast, and the history is
+    # filtered where it is scanned instead of shuffled to meet them.
+    bounds = (
+        late.where(_all([F.col(_quote(k)).isNotNull() for k in plan.probe_keys]))
+        .groupBy(*[F.col(_quote(k)).alias(name) for k, name in zip(plan.probe_keys, keys,
+                                                                     strict=True)])
+        .agg(F.min(probe_time).alias(_EARLIEST), F.max(probe_time).alias(_LATEST))
+    )
+    build_time = F.col(_quote(plan.build_time))
+    same_key = [
+        F.col(_quote(b)) == F.col(name) for b, name in zip(plan.build_keys, keys, strict=True)
+    ]
+    candidates = (
+        history.where(_is_version_event(history.columns))
+        .join(F.broadcast(bounds), on=_all(same_key), how="inner")
+        .where(build_time <= F.col(_LATEST))
+    )
+    floor = F.max(F.when(build_time <= F.col(_EARLIEST), build_time)).over(
+        Window.partitionBy(*keys)
+    )
+    needed = candidates.withColumn(_FLOOR, floor).where(
+        F.col(_FLOOR).isNull() | (build_time >= F.col(_FLOOR))
+    )
+    return needed.select(*[F.col(_quote(c)) for c in history.columns])
+
+
+def _is_version_event(columns: Sequence[str]) -> Column:
+    """What the as-of join treats as a version event: anything but `-U` (null kinds too)."""
+    if ROW_KIND not in columns:
+        return F.lit(True)
+    kind = F.col(ROW_KIND)
+    return kind.isNull() | (kind != F.lit(RowKind.UPDATE_BEFORE.value))
+
+
+def _all(conditions: Sequence[Column]) -> Column:
+    combined = conditions[0]
+    for condition in conditions[1:]:
+        combined = combined & condition
+    return combined
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"

@@ -1,0 +1,201 @@
+"""Late probe rows meet only the slice of the version history they can need (issue 4, item 5).
+
+A late probe row joins the version of its key valid at its rowtime among all build events so
+far; `history_for_late_rows` cuts the history to the events that decide that before the join.
+The cut must not change a single match: ties at the probe's time go to the later arrival, a
+`-D` ends (or, at the same time, erases) a version, `-U` rows are never versions."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from deltatables import write_commits
+from pyspark.sql import DataFrame, SparkSession
+
+from chronolake import Catalog
+from chronolake.joins.history import history_for_late_rows
+from chronolake.joins.temporal import matched_versions
+from chronolake.runtime.derived import DerivedTable
+from chronolake.runtime.stored import from_stored
+from chronolake.sql.temporal import TemporalJoinPlan, plan_temporal_join
+
+pytestmark = pytest.mark.spark
+
+BASE = datetime(2026, 11, 2, 9, 0)
+_ORDERS = pa.schema([("id", pa.int64()), ("currency", pa.string()),
+                     ("order_time", pa.timestamp("us"))])
+_RATES = pa.schema([("currency", pa.string()), ("rate", pa.int64()),
+                    ("currency_time", pa.timestamp("us")), ("op", pa.string())])
+_DDL = """
+CREATE TABLE orders (
+  id BIGINT, currency STRING, order_time TIMESTAMP(3),
+  WATERMARK FOR order_time AS order_time - INTERVAL '5' MINUTE
+) WITH ('path' = 'orders', 'changelog' = 'append');
+CREATE TABLE rates (
+  currency STRING, rate BIGINT, currency_time TIMESTAMP(3),
+  WATERMARK FOR currency_time AS currency_time,
+  PRIMARY KEY (currency) NOT ENFORCED
+) WITH ('path' = 'rates', 'changelog' = 'op-column', 'changelog.op-column' = 'op');
+CREATE VIEW enriched AS
+SELECT o.id, r.rate FROM orders AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r
+ON o.currency = r.currency;
+"""
+_OTHER_KEYS = [f"K{i}" for i in range(8)]
+
+
+def _at(minute: int) -> datetime:
+    return BASE + timedelta(minutes=minute)
+
+
+def _rate(currency: str, rate: int, minute: int, op: str = "+U") -> dict:
+    return {"currency": currency, "rate": rate, "currency_time": _at(minute), "op": op}
+
+
+def _order(order_id: int, currency: str, minute: int) -> dict:
+    return {"id": order_id, "currency": currency, "order_time": _at(minute)}
+
+
+def _catalog(lake: Path, spark: SparkSession) -> Catalog:
+    write_commits(lake / "orders", [[]], schema=_ORDERS, cdf=False)
+    write_commits(lake / "rates", [[]], schema=_RATES, cdf=False)
+    catalog = Catalog(lake, spark)
+    list(catalog.run_script(_DDL))
+    return catalog
+
+
+def _plan(catalog: Catalog) -> TemporalJoinPlan:
+    return plan_temporal_join(catalog.spec("enriched").query, catalog.specs())
+
+
+def _history_commits() -> list[list[dict]]:
+    """Many versions of EUR, USD, GBP and of other keys; each list is one commit, in order."""
+    others = [_rate(k, 1000 * i + m, m, "+I" if m == 0 else "+U")
+              for m in range(0, 120, 10) for i, k in enumerate(_OTHER_KEYS)]
+    return [
+        [_rate("EUR", 100, 0, "+I"), _rate("USD", 200, 0, "+I"), _rate("GBP", 300, 30, "+I")],
+        [_rate("EUR", 101, 10), _rate("EUR", 102, 20), _rate("USD", 201, 15),
+         _rate("GBP", 301, 30)],
+        # a -U keeps its old time (20); USD is deleted at 25; GBP's -D at 30 arrives last
+        # among GBP's three events at 30, so it erases the version from 30
+        [_rate("EUR", 102, 20, "-U"), _rate("EUR", 103, 30), _rate("USD", 201, 25, "-D"),
+         _rate("GBP", 301, 30, "-D")],
+        # 104 ties with 103 at 30 and arrives later: it wins; the -U at 35 is no version
+        [_rate("EUR", 104, 30), _rate("EUR", 104, 35, "-U"),
+         *[_rate("EUR", 100 + m, m) for m in range(40, 120, 10)],
+         _rate("USD", 202, 60, "+I"), *others],
+    ]
+
+
+def _emitted(lake: Path) -> dict[int, int | None]:
+    rows = DeltaTable(str(lake / "_chronolake" / "views" / "enriched")).to_pyarrow_table()
+    emitted = [(row["id"], row["rate"]) for row in rows.to_pylist()]
+    assert len(emitted) == len(dict(emitted)), "a probe row came out twice"
+    return dict(emitted)
+
+
+# The late orders of the second run and the version each must meet.
+_LATE = {
+    10: ("EUR", 30, 104),   # at the tie's time: the later arrival
+    11: ("EUR", 37, 104),   # the -U at 35 changes nothing
+    12: ("EUR", 5, 100),    # the key's first version
+    13: ("USD", 27, None),  # after the delete at 25
+    14: ("USD", 20, 201),   # before it
+    15: ("USD", 60, 202),   # re-inserted
+    16: ("GBP", 35, None),  # the -D at 30 erased 301
+    17: ("EUR", 105, 200),  # one of many later versions
+    18: ("XXX", 50, None),  # a key with no version
+    19: ("K3", 55, 3050),   # another key with many versions
+}
+
+
+def test_late_probe_rows_meet_the_version_valid_at_their_time(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    catalog = _catalog(tmp_path, spark)
+    write_commits(tmp_path / "rates", _history_commits(), schema=_RATES, cdf=False)
+    write_commits(tmp_path / "orders", [[_order(1, "EUR", 125), _order(2, "K0", 130)]],
+                  schema=_ORDERS, cdf=False)
+    table = DerivedTable(catalog, "enriched")
+    first = table.run()  # watermark min(130 - 5, 110) = 110: state keeps one version per key
+    assert first.figures["pending_rows"] == 2, first.figures
+
+    write_commits(tmp_path / "rates", [[_rate("EUR", 120, 120), _rate("K1", 9999, 120)]],
+                  schema=_RATES, cdf=False)
+    write_commits(tmp_path / "orders", [[_order(i, key, minute)
+                                        for i, (key, minute, _) in _LATE.items()]],
+                  schema=_ORDERS, cdf=False)
+    second = table.run()  # watermark 120; every new order is at or below the horizon 110
+    assert second.figures["late_probe_rows"] == len(_LATE)
+    assert _emitted(tmp_path) == {i: rate for i, (_, _, rate) in _LATE.items()}
+
+    # The bounded query sees every event; it agrees on each late order.
+    bounded = catalog.sql(
+        "SELECT o.id, r.rate FROM orders AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF "
+        "o.order_time AS r ON o.currency = r.currency"
+    ).collect()
+    assert {r.id: r.rate for r in bounded if r.id in _LATE} == _emitted(tmp_path)
+
+    # What the cut keeps of the stored history (the same rows the second run used).
+    history = from_stored(catalog.backend.snapshot(table.history_path))
+    late = spark.createDataFrame(
+        [(key, _at(minute)) for key, minute, _ in _LATE.values()],
+        "currency string, order_time timestamp_ntz",
+    )
+    kept = history_for_late_rows(history, late, _plan(catalog)).collect()
+    minutes = sorted(
+        (r.currency, int((r.currency_time - BASE).total_seconds() // 60), r.rate) for r in kept
+    )
+    eur = [("EUR", 0, 100), ("EUR", 10, 101), ("EUR", 20, 102), ("EUR", 30, 103),
+           ("EUR", 30, 104), *[("EUR", m, 100 + m) for m in range(40, 110, 10)]]
+    assert minutes == sorted([
+        *eur,  # from 0 (at or below 5) to 105; no -U
+        ("GBP", 30, 300), ("GBP", 30, 301), ("GBP", 30, 301),  # the tie at 30, -D included
+        ("K3", 50, 3050),  # only the version valid at 55
+        ("USD", 15, 201), ("USD", 25, 201), ("USD", 60, 202),  # from 15 (at or below 20)
+    ])
+    assert history.count() == 3 + 4 + 4 + 2 + 8 + 1 + len(_OTHER_KEYS) * 12 + 2
+
+
+def _random_history(spark: SparkSession, rng: random.Random) -> DataFrame:
+    """A changelog with ties, deletes (some at their version's time), `-U` rows and nulls."""
+    rows = []
+    for version in range(1, 41):
+        for position in range(rng.randint(1, 12)):
+            key = rng.choice([*"ABCDEFGH", None]) if rng.random() < 0.05 else rng.choice("ABCDEFGH")
+            kind = rng.choices(["+I", "+U", "-U", "-D", None], weights=[3, 5, 2, 2, 1])[0]
+            minute = None if rng.random() < 0.02 else rng.randint(0, 30)
+            time = None if minute is None else _at(minute)
+            rows.append((key, rng.randint(1, 10**6), time, kind, version, position))
+    return spark.createDataFrame(
+        rows,
+        "currency string, rate long, currency_time timestamp_ntz, _row_kind string, "
+        "_commit_version long, _position long",
+    )
+
+
+def _random_late(spark: SparkSession, rng: random.Random) -> DataFrame:
+    rows = [(i, rng.choice([*"ABCDEFGHZ", None]), _at(rng.randint(12, 18)), 100, i)
+            for i in range(60)]
+    return spark.createDataFrame(
+        rows, "id long, currency string, order_time timestamp_ntz, _commit_version long, "
+        "_position long",
+    )
+
+
+def test_the_cut_history_gives_every_late_row_the_same_version(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    plan = _plan(_catalog(tmp_path, spark))
+    rng = random.Random(5)  # a seed where a floor that counts -U rows, or ties cut, fails
+    history, late = _random_history(spark, rng), _random_late(spark, rng)
+    cut = history_for_late_rows(history, late, plan)
+    full = matched_versions(plan, late, history)
+    kept = matched_versions(plan, late, cut)
+    assert sorted(kept.collect()) == sorted(full.collect())
+    assert len(full.collect()) > 20  # the case is not trivially empty
+    assert cut.count() < history.count() / 2  # and the cut does cut
