@@ -18,9 +18,10 @@ from pyspark.sql.types import DataType, NumericType, TimestampNTZType, Timestamp
 
 from chronolake.errors import DefinitionError
 from chronolake.joins._buckets import plan_buckets
+from chronolake.joins._columns import all_of, is_version_event, quote
 from chronolake.joins._intervals import END, validity_intervals
 from chronolake.joins.tuning import AsOfTuning
-from chronolake.lake.changelog import ARRIVAL_ORDER, ROW_KIND, SYSTEM_COLUMNS, RowKind
+from chronolake.lake.changelog import ARRIVAL_ORDER, ROW_KIND, SYSTEM_COLUMNS
 
 _INTERNAL = "__cl_"
 _PROBE_TIME = "__cl_pt"
@@ -120,7 +121,7 @@ def join_valid_versions(
     probe_side = probe.select(
         "*",
         *_cast_keys(probe_keys, key_types, probe_key_cols),
-        F.col(_quote(probe_time)).alias(_PROBE_TIME),
+        F.col(quote(probe_time)).alias(_PROBE_TIME),
     ).withColumns(
         {
             _PROBE_HASH: F.xxhash64(*probe_key_cols),
@@ -128,13 +129,13 @@ def join_valid_versions(
         }
     )
     events = (
-        build.where(_is_version_event(build_row_kind))
+        build.where(is_version_event(build_row_kind))
         .where(_all_not_null([*build_keys, build_time]))
         .select(
             *_cast_keys(build_keys, key_types, build_key_cols),
-            F.col(_quote(build_time)).alias(_BUILD_TIME),
+            F.col(quote(build_time)).alias(_BUILD_TIME),
             *_renamed(zip(arrival, arrival_cols, strict=True)),
-            (F.col(_quote(build_row_kind)) if build_row_kind else F.lit(None)).alias(_BUILD_KIND),
+            (F.col(quote(build_row_kind)) if build_row_kind else F.lit(None)).alias(_BUILD_KIND),
             *_renamed(outputs.items()),
         )
         .withColumns(
@@ -179,11 +180,11 @@ def join_valid_versions(
     ]
     matched = probe_side.join(
         F.broadcast(intervals) if plan.broadcast else intervals,
-        on=_all(on),
+        on=all_of(on),
         how=join_type.value,
     )
-    probe_out = [F.col(_quote(name)) for name in probe.columns]
-    build_out = [F.col(_quote(name)) for name in outputs.values()]
+    probe_out = [F.col(quote(name)) for name in probe.columns]
+    build_out = [F.col(quote(name)) for name in outputs.values()]
     if condition is None:
         return matched.select(*probe_out, *build_out)
     if join_type is JoinType.INNER:
@@ -298,13 +299,13 @@ def _cast_keys(
     keys: Sequence[str], types: Sequence[DataType], names: Sequence[str]
 ) -> list[Column]:
     return [
-        F.col(_quote(key)).cast(dtype).alias(name)
+        F.col(quote(key)).cast(dtype).alias(name)
         for key, dtype, name in zip(keys, types, names, strict=True)
     ]
 
 
 def _renamed(pairs: Iterable[tuple[str, str]]) -> list[Column]:
-    return [F.col(_quote(source)).alias(target) for source, target in pairs]
+    return [F.col(quote(source)).alias(target) for source, target in pairs]
 
 
 def _ticks(time: Column, dtype: DataType) -> Column:
@@ -321,23 +322,5 @@ def _ticks(time: Column, dtype: DataType) -> Column:
     return F.unix_micros(time)
 
 
-def _is_version_event(kind: str | None) -> Column:
-    if kind is None:
-        return F.lit(True)
-    column = F.col(_quote(kind))
-    return column.isNull() | (column != F.lit(RowKind.UPDATE_BEFORE.value))
-
-
 def _all_not_null(names: Sequence[str]) -> Column:
-    return _all([F.col(_quote(name)).isNotNull() for name in names])
-
-
-def _all(conditions: Sequence[Column]) -> Column:
-    combined = conditions[0]
-    for condition in conditions[1:]:
-        combined = combined & condition
-    return combined
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+    return all_of([F.col(quote(name)).isNotNull() for name in names])

@@ -9,12 +9,11 @@ rows makes that work follow the late rows' keys and the time span they reach bac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from chronolake.lake.changelog import ROW_KIND, RowKind
+from chronolake.joins._columns import all_of, is_version_event, quote
+from chronolake.lake.changelog import ROW_KIND
 from chronolake.sql.temporal import TemporalJoinPlan
 
 _KEY = "__lh_k"
@@ -45,22 +44,22 @@ def history_for_late_rows(
     """
     assert plan.build_time is not None, "an event-time join has a build time"
     keys = [f"{_KEY}{i}" for i in range(len(plan.probe_keys))]
-    probe_time = F.col(_quote(plan.probe_time))
+    probe_time = F.col(quote(plan.probe_time))
     # One row per distinct key of the late rows: few, so broadcast, and the history is
     # filtered where it is scanned instead of shuffled to meet them.
     bounds = (
-        late.where(_all([F.col(_quote(k)).isNotNull() for k in plan.probe_keys]))
-        .groupBy(*[F.col(_quote(k)).alias(name) for k, name in zip(plan.probe_keys, keys,
+        late.where(all_of([F.col(quote(k)).isNotNull() for k in plan.probe_keys]))
+        .groupBy(*[F.col(quote(k)).alias(name) for k, name in zip(plan.probe_keys, keys,
                                                                      strict=True)])
         .agg(F.min(probe_time).alias(_EARLIEST), F.max(probe_time).alias(_LATEST))
     )
-    build_time = F.col(_quote(plan.build_time))
+    build_time = F.col(quote(plan.build_time))
     same_key = [
-        F.col(_quote(b)) == F.col(name) for b, name in zip(plan.build_keys, keys, strict=True)
+        F.col(quote(b)) == F.col(name) for b, name in zip(plan.build_keys, keys, strict=True)
     ]
     candidates = (
-        history.where(_is_version_event(history.columns))
-        .join(F.broadcast(bounds), on=_all(same_key), how="inner")
+        history.where(is_version_event(ROW_KIND if ROW_KIND in history.columns else None))
+        .join(F.broadcast(bounds), on=all_of(same_key), how="inner")
         .where(build_time <= F.col(_LATEST))
     )
     floor = F.max(F.when(build_time <= F.col(_EARLIEST), build_time)).over(
@@ -69,23 +68,4 @@ def history_for_late_rows(
     needed = candidates.withColumn(_FLOOR, floor).where(
         F.col(_FLOOR).isNull() | (build_time >= F.col(_FLOOR))
     )
-    return needed.select(*[F.col(_quote(c)) for c in history.columns])
-
-
-def _is_version_event(columns: Sequence[str]) -> Column:
-    """What the as-of join treats as a version event: anything but `-U` (null kinds too)."""
-    if ROW_KIND not in columns:
-        return F.lit(True)
-    kind = F.col(ROW_KIND)
-    return kind.isNull() | (kind != F.lit(RowKind.UPDATE_BEFORE.value))
-
-
-def _all(conditions: Sequence[Column]) -> Column:
-    combined = conditions[0]
-    for condition in conditions[1:]:
-        combined = combined & condition
-    return combined
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+    return needed.select(*[F.col(quote(c)) for c in history.columns])
