@@ -42,7 +42,7 @@ rows = spark.range(2000).select(
 keys = spark.sql("SELECT * FROM VALUES (0, 'a'), (1, 'b') AS t(k, name)")
 joined = rows.join(F.broadcast(keys), "k", "left").withColumn(
     "n", F.row_number().over(Window.partitionBy("k").orderBy("t")))
-joined.groupBy("k").agg(F.max("t"), F.count(F.lit(1))).collect()
+joined.groupBy("k").agg(F.max("t"), F.count(F.lit(1))).collect()  # 7 rows: warms collect
 joined.localCheckpoint().write.parquet(sys.argv[1])
 spark.read.parquet(sys.argv[1]).where("v > 10").count()
 spark.stop()

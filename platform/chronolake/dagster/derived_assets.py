@@ -137,7 +137,7 @@ def assign_watermarks(context: OpExecutionContext, run: StagedRun) -> StagedRun:
         context.log.info(f"{run.derived.name}: up to date, no watermarks to assign")
         return run
     with run.stage(context, ASSIGN_STAGE):
-        run.reads = run.derived.assign(run.plan, run.changelogs)
+        run.reads = run.derived.assign(run.changelogs)
     watermarks = ", ".join(
         f"{name} at {shown_watermark(read.watermark)}" for name, read in run.reads.items()
     )

@@ -7,11 +7,11 @@ state and checkpoint exactly once (see `chronolake.runtime.checkpoint` for the
 protocol). Rows the watermark has not reached stay in state; the next run
 takes them back. Results already emitted are never revised.
 
-A run goes in five stages, which Dagster shows as ops: `prepare` (what to
-read) and `read` (the inputs' rows), `assign` (their watermarks), `operate`
-(the operator's step) and `commit`. `run()` does them all under the table's
-run lock; staged callers take it at `commit`, which refuses when another run
-committed in between.
+A run goes in five stages: `prepare` (what to read), `read` (the inputs'
+rows), `assign` (their watermarks), `operate` (the operator's step) and
+`commit`; Dagster shows them as four ops (`read_changelog` does the first
+two). `run()` does them all under the table's run lock; staged callers take it
+at `commit`, which refuses when another run committed in between.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ class DerivedTable:
             plan = self.prepare(full_refresh=full_refresh)
             if plan is None:
                 return self.up_to_date()
-            reads = self.assign(plan, self.read(plan))
+            reads = self.assign(self.read(plan))
             return self._commit(plan, reads, self.operate(plan, reads))
 
     def prepare(self, *, full_refresh: bool = False) -> RunPlan | None:
@@ -171,10 +171,8 @@ class DerivedTable:
             for name, spec in self.inputs.items()
         }
 
-    def assign(
-        self, plan: RunPlan, reads: Mapping[str, ChangelogRead]
-    ) -> dict[str, InputRead]:
-        """Every input's rows of run `plan` stamped with watermarks, from the stored state
+    def assign(self, reads: Mapping[str, ChangelogRead]) -> dict[str, InputRead]:
+        """Every input's rows of the run stamped with watermarks, from the stored state
         (one Spark job per event-time input: its per-split maxima; the rows stay lazy)."""
         now_ms = self.clock.now_ms()
         return {name: assign_watermarks(read, now_ms=now_ms) for name, read in reads.items()}

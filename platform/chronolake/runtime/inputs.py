@@ -37,6 +37,7 @@ from chronolake.runtime.source_checks import (
     require_delta_table,
 )
 from chronolake.schema import StartupMode, TableSpec
+from chronolake.schema.options import SPLIT_BY_PARTITIONS
 from chronolake.watermarks._progress import SplitTick
 from chronolake.watermarks.assigner import LATE_COLUMN, WATERMARK_COLUMN, WatermarkAssigner
 from chronolake.watermarks.watermark import LONG_MIN, Watermark
@@ -56,7 +57,8 @@ class ChangelogRead:
     position: InputPosition
     """Where the input stands after the run; its watermark state is still the one before."""
     partition_columns: tuple[str, ...]
-    """The Delta table's partition columns at the read's end (for `'$partitions'` splits)."""
+    """The Delta table's partition columns at the read's end, for `'$partitions'` splits
+    (empty for other tables: they are not read)."""
     switched_at: int | None = None
     """The snapshot's version when this read is a hybrid source's snapshot phase."""
 
@@ -132,7 +134,9 @@ def read_input(
         version=end_version, derived=derived,
     )
     rows = _rows(catalog, spec, position, end_version)
-    partitions = tuple(partition_columns(path, end_version))
+    # Read from the log only where the splits follow them ('$partitions').
+    by_partitions = spec.options.split_by == SPLIT_BY_PARTITIONS
+    partitions = tuple(partition_columns(path, end_version)) if by_partitions else ()
     if position.phase == SNAPSHOT_PHASE:
         moved = InputPosition(version=end_version, phase=CHANGELOG_PHASE, columns=columns)
         return ChangelogRead(spec, rows, moved, partitions, switched_at=end_version)
