@@ -153,8 +153,18 @@ def _check_source_definition(page: Page, url: str, screenshot: Path) -> None:
     expect(strategy).to_contain_text("currency_time - INTERVAL '5' SECOND")
     columns = page.locator("table").filter(has=page.get_by_text("Column name", exact=True))
     expect(columns.locator("tr").filter(has_text="currency_time")).to_contain_text("*ROWTIME*")
-    strategy.scroll_into_view_if_needed()
+    _scroll_into_view(strategy)
     page.screenshot(path=screenshot)
+
+
+def _scroll_into_view(target: Locator) -> None:
+    """Scroll `target` into view for the screenshot, in one step in the page.
+
+    Playwright's `scroll_into_view_if_needed` first waits for the element to be stable,
+    and Dagster's page may re-render the row meanwhile (the element is then detached);
+    a single script call on the freshly located element cannot be cut in between.
+    """
+    target.evaluate("element => element.scrollIntoView({block: 'center'})")
 
 
 def _check_materialization(
@@ -180,7 +190,7 @@ def _check_materialization(
     if spec.primary_key:
         key = ", ".join(spec.primary_key)
         expect(_metadata_row(page, "chronolake/primary_key")).to_contain_text(key)
-    watermark_cells.first.scroll_into_view_if_needed()  # its key, with the value beside it
+    _scroll_into_view(watermark_cells.first)  # its key, with the value beside it
     page.screenshot(path=screenshot)
 
 
