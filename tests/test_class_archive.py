@@ -1,4 +1,5 @@
-"""Spark's class archive: mapped when built, harmless when stale, never required."""
+"""The local driver's JVM: its options, and Spark's class archive mapped when built,
+harmless when stale, never required."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from chronolake._class_archive import ARCHIVE_ENV, archive_path, driver_java_options
-from chronolake._spark import LOCAL_SPARK_CONF, local_spark_conf
+from chronolake._spark import (
+    JAVA_OPTIONS_ENV,
+    LOCAL_JAVA_OPTIONS,
+    LOCAL_SPARK_CONF,
+    local_spark_conf,
+)
 
 
 def test_built_archive_is_mapped_by_local_sessions(
@@ -18,17 +24,25 @@ def test_built_archive_is_mapped_by_local_sessions(
     archive = tmp_path / "classes.jsa"
     monkeypatch.setenv(ARCHIVE_ENV, str(archive))
     assert driver_java_options() is None, "no archive built yet: nothing to map"
-    assert local_spark_conf() == LOCAL_SPARK_CONF
+    assert "SharedArchiveFile" not in local_spark_conf()["spark.driver.extraJavaOptions"]
 
     archive.write_bytes(b"built")
     options = local_spark_conf()["spark.driver.extraJavaOptions"]
     assert f"-XX:SharedArchiveFile={archive}" in options
 
 
-def test_empty_setting_disables_the_archive(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_empty_settings_leave_the_jvm_as_java_starts_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ARCHIVE_ENV, "")
     assert archive_path() is None
-    assert "spark.driver.extraJavaOptions" not in local_spark_conf()
+    assert local_spark_conf()["spark.driver.extraJavaOptions"] == LOCAL_JAVA_OPTIONS
+    monkeypatch.setenv(JAVA_OPTIONS_ENV, "")
+    assert local_spark_conf() == LOCAL_SPARK_CONF
+
+
+def test_the_driver_jvm_runs_with_the_local_options(spark: SparkSession) -> None:
+    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    arguments = set(runtime.getInputArguments())
+    assert set(LOCAL_JAVA_OPTIONS.split()) <= arguments, arguments
 
 
 def test_a_foreign_archive_neither_stops_nor_bothers_the_jvm(

@@ -20,7 +20,7 @@ from deltatables import (
 from pyspark.sql import Row, SparkSession
 
 from chronolake.errors import SourceError
-from chronolake.lake import ARRIVAL_ORDER, DeltaRsBackend, LakeBackend
+from chronolake.lake import ARRIVAL_ORDER, DeltaRsBackend, LakeBackend, _files
 
 pytestmark = pytest.mark.spark
 
@@ -126,26 +126,33 @@ def test_appends_read_added_rows_as_inserts(backend: LakeBackend, tmp_path: Path
     assert [(r.id, r._row_kind, r._commit_version, r._position) for r in rows] == [(3, "+I", 1, 0)]
 
 
+DAY = dt.date(2024, 1, 2)
+
+
+def _partitioned_events(path: Path) -> None:
+    """v0: two rows in two partitions (one with a null value); v1: an update in one."""
+    write_commits(
+        path,
+        [[{"id": 1, "day": DAY, "shard": 7}, {"id": 2, "day": None, "shard": 8}]],
+        partition_by=["day", "shard"],
+    )
+    update_rows(path, "id = 1", {"id": "10"})
+
+
 def test_partitioned_table_restores_typed_partition_values(
     backend: LakeBackend, tmp_path: Path
 ) -> None:
     path = tmp_path / "events"
-    day = dt.date(2024, 1, 2)
-    write_commits(
-        path,
-        [[{"id": 1, "day": day, "shard": 7}, {"id": 2, "day": None, "shard": 8}]],
-        partition_by=["day", "shard"],
-    )
-    update_rows(path, "id = 1", {"id": "10"})
+    _partitioned_events(path)
     snapshot = backend.snapshot(path)
     assert [(f.name, f.dataType.simpleString()) for f in snapshot.schema.fields] == [
         ("id", "bigint"), ("day", "date"), ("shard", "bigint")
     ]
-    assert sorted(map(tuple, snapshot.collect()), key=str) == [(10, day, 7), (2, None, 8)]
+    assert sorted(map(tuple, snapshot.collect()), key=str) == [(10, DAY, 7), (2, None, 8)]
     changes = backend.changes(path, 1).orderBy(*ARRIVAL_ORDER).collect()
     assert [(r.id, r.day, r.shard, r._row_kind) for r in changes] == [
-        (1, day, 7, "-U"),
-        (10, day, 7, "+U"),
+        (1, DAY, 7, "-U"),
+        (10, DAY, 7, "+U"),
     ]
 
 
@@ -288,3 +295,18 @@ def test_commit_without_change_data_reads_removed_then_added_files(
     assert '"cdc"' not in log and '"remove"' in log
     rows = backend.changes(path, version).orderBy(*ARRIVAL_ORDER).collect()
     assert [(r.id, r._row_kind) for r in rows] == [(1, "-D"), (2, "-D"), (2, "+I"), (3, "+I")]
+
+
+@pytest.mark.parametrize("literal_max_files", [0, 64], ids=["broadcast-join", "literal-map"])
+def test_file_tags_are_the_same_looked_up_or_joined(
+    backend: LakeBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, literal_max_files: int
+) -> None:
+    """Few files find their tags in a literal map, many join a broadcast table: same rows."""
+    monkeypatch.setattr(_files, "LITERAL_TAGS_MAX_FILES", literal_max_files)
+    path = tmp_path / "events"
+    _partitioned_events(path)
+    changes = backend.changes(path, 0).orderBy(*ARRIVAL_ORDER).collect()
+    rows = [(r.id, r.day, r.shard, r._row_kind, r._commit_version) for r in changes]
+    assert sorted(rows[:2], key=str) == [(1, DAY, 7, "+I", 0), (2, None, 8, "+I", 0)]
+    assert rows[2:] == [(1, DAY, 7, "-U", 1), (10, DAY, 7, "+U", 1)]
+    assert len({r._position for r in changes[:2]}) == 2, "each file its own positions"

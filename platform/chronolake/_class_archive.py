@@ -32,9 +32,10 @@ _WORKLOAD = """
 import sys
 from pyspark import SparkContext
 from pyspark.sql import SparkSession, Window, functions as F
-from chronolake._spark import LOCAL_SPARK_CONF
+from chronolake._spark import LOCAL_SPARK_CONF, java_options
 builder = SparkSession.builder.master("local[*]")
-for key, value in {**LOCAL_SPARK_CONF, "spark.driver.extraJavaOptions": sys.argv[2]}.items():
+options = f"{java_options()} {sys.argv[2]}"
+for key, value in {**LOCAL_SPARK_CONF, "spark.driver.extraJavaOptions": options}.items():
     builder = builder.config(key, value)
 spark = builder.getOrCreate()
 rows = spark.range(2000).select(

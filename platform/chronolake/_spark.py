@@ -28,10 +28,30 @@ LOCAL_SPARK_CONF: dict[str, str] = {
 }
 
 
+JAVA_OPTIONS_ENV = "CHRONOLAKE_SPARK_JAVA_OPTIONS"
+"""Overrides `LOCAL_JAVA_OPTIONS`; set it empty for the JVM's own defaults."""
+
+LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
+"""The local driver's garbage collector: the throughput collector, not G1.
+
+On a small machine G1's concurrent threads take a core from the run; measured here on
+2 cores, a trivial Dagster run took 17.3 s instead of 20.0 s and a 5M-row temporal join
+the same time (`benchmarks/README.md`). C1-only (`-XX:TieredStopAtLevel=1`) would cut
+the trivial run by 3 s more but made the hot-key join 3.5x slower, so it is not the
+default; set `CHRONOLAKE_SPARK_JAVA_OPTIONS` to choose.
+"""
+
+
+def java_options() -> str:
+    """The local driver's JVM options: `LOCAL_JAVA_OPTIONS` unless the environment says
+    otherwise."""
+    return os.environ.get(JAVA_OPTIONS_ENV, LOCAL_JAVA_OPTIONS)
+
+
 def local_spark_conf() -> dict[str, str]:
-    """`LOCAL_SPARK_CONF`, plus the driver options that map Spark's class archive once
-    `./dev` has built it (`chronolake._class_archive`: a faster JVM start)."""
-    options = driver_java_options()
+    """`LOCAL_SPARK_CONF`, plus the driver's JVM options (`java_options`) and those that
+    map Spark's class archive once `./dev` has built it (`chronolake._class_archive`)."""
+    options = " ".join(o for o in (java_options(), driver_java_options()) if o)
     return LOCAL_SPARK_CONF | ({"spark.driver.extraJavaOptions": options} if options else {})
 
 

@@ -1,9 +1,10 @@
 """Read Delta data files with one Spark scan, each row tagged with the commit it came from.
 
 The log says which files a commit added, removed or wrote as change data;
-Spark reads those files (never the driver), and a small broadcast table
-(file name -> commit version, file order, commit timestamp, change type,
-partition values) joined on `_metadata.file_name` tags every row.
+Spark reads those files (never the driver), and each row gets its file's tags
+(commit version, file order, commit timestamp, change type, partition values) by
+`_metadata.file_name`: from a literal map when the files are few, else from a
+small broadcast table joined on the name.
 `_metadata.row_index` gives the row's order inside its file.
 """
 
@@ -18,6 +19,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
+from chronolake._spark import local_table
 from chronolake.errors import SourceError
 from chronolake.lake.changelog import COMMIT_TIMESTAMP, COMMIT_VERSION, POSITION
 
@@ -31,6 +33,8 @@ RETRACTION_SHIFT = 1 << 62
 RETRACTIONS = ("delete", "update_preimage")
 
 DRIVER_LISTING_MAX_FILES = 1000
+LITERAL_TAGS_MAX_FILES = 64
+"""Up to this many files, rows find their file's tags in a literal map, not a join."""
 _LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 _FILE = "__chronolake_file"
@@ -112,7 +116,7 @@ def read_tagged_files(
         F.col("_metadata.file_name").alias(_FILE),
         F.col("_metadata.row_index").alias(_ROW),
     )
-    joined = data.join(F.broadcast(_tags(spark, files, partitioned)), on=_FILE)
+    joined = _with_tags(spark, data, files, partitioned)
     columns: list[Column] = [
         _partition_value(partitioned.index(f.name), f.dataType.simpleString()).alias(f.name)
         if f.name in partitioned
@@ -152,8 +156,29 @@ def _partition_value(index: int, spark_type: str) -> Column:
     return F.col(f"__chronolake_pv_{index}").cast(spark_type)
 
 
-def _tags(spark: SparkSession, files: Sequence[TaggedFile], partitioned: list[str]) -> DataFrame:
-    """The broadcast side: one row per listed file (metadata-sized, built on the driver)."""
+def _with_tags(
+    spark: SparkSession, data: DataFrame, files: Sequence[TaggedFile], partitioned: list[str]
+) -> DataFrame:
+    """`data` (with its file name) plus every listed entry's tags.
+
+    A few files, each listed once, are looked up in a literal map: a broadcast join
+    costs a Spark job each time the rows are evaluated, which is most of a small run.
+    Many files, or one listed twice (a row per entry), join a broadcast table.
+    """
+    names = [f.name for f in files]
+    if len(files) > LITERAL_TAGS_MAX_FILES or len(set(names)) < len(names):
+        return data.join(F.broadcast(_tags(spark, files, partitioned)), on=_FILE)
+    fields = _tag_fields(len(partitioned))
+    entries: list[Column] = []
+    for f, row in zip(files, _tag_rows(files, partitioned), strict=True):
+        values = [F.lit(v).cast(field.dataType).alias(field.name)
+                  for v, field in zip(row[1:], fields[1:], strict=True)]
+        entries += [F.lit(f.name), F.struct(*values)]
+    tags = F.create_map(*entries)[F.col(_FILE)]
+    return data.select("*", *[tags[field.name].alias(field.name) for field in fields[1:]])
+
+
+def _tag_fields(partition_count: int) -> list[StructField]:
     fields = [
         StructField(_FILE, StringType(), False),
         StructField(COMMIT_VERSION, LongType(), False),
@@ -161,13 +186,24 @@ def _tags(spark: SparkSession, files: Sequence[TaggedFile], partitioned: list[st
         StructField(_TIMESTAMP_MS, LongType(), False),
         StructField(_FILE_CHANGE, StringType()),
     ]
-    fields += [StructField(f"__chronolake_pv_{i}", StringType()) for i in range(len(partitioned))]
-    rows = [
+    return fields + [StructField(f"__chronolake_pv_{i}", StringType())
+                     for i in range(partition_count)]
+
+
+def _tag_rows(
+    files: Sequence[TaggedFile], partitioned: list[str]
+) -> list[tuple[str | int | None, ...]]:
+    return [
         (f.name, f.version, f.order, f.timestamp_ms, f.change_type,
          *(f.partition_values.get(name) for name in partitioned))
         for f in files
     ]
-    return spark.createDataFrame(rows, StructType(fields))
+
+
+def _tags(spark: SparkSession, files: Sequence[TaggedFile], partitioned: list[str]) -> DataFrame:
+    """The broadcast side: one row per listed file (metadata-sized, built on the driver)."""
+    schema = StructType(_tag_fields(len(partitioned)))
+    return local_table(spark, schema, _tag_rows(files, partitioned))
 
 
 def _check_unique_names(files: Sequence[TaggedFile], table: str) -> None:
