@@ -35,8 +35,8 @@ LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
 """The local driver's garbage collector: the throughput collector, not G1.
 
 On a small machine G1's concurrent threads take a core from the run; measured here on
-2 cores, a trivial Dagster run took 17.3 s instead of 20.0 s and a 5M-row temporal join
-the same time (`benchmarks/README.md`). C1-only (`-XX:TieredStopAtLevel=1`) would cut
+2 cores, a trivial run is 2-3 s faster and a 5M-row temporal join takes the same time
+(`benchmarks/README.md`, Run overhead). C1-only (`-XX:TieredStopAtLevel=1`) would cut
 the trivial run by 3 s more but made the hot-key join 3.5x slower, so it is not the
 default; set `CHRONOLAKE_SPARK_JAVA_OPTIONS` to choose.
 """
