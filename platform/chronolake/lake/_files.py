@@ -170,10 +170,10 @@ def _with_tags(
         return data.join(F.broadcast(_tags(spark, files, partitioned)), on=_FILE)
     fields = _tag_fields(len(partitioned))
     entries: list[Column] = []
-    for f, row in zip(files, _tag_rows(files, partitioned), strict=True):
-        values = [F.lit(v).cast(field.dataType).alias(field.name)
-                  for v, field in zip(row[1:], fields[1:], strict=True)]
-        entries += [F.lit(f.name), F.struct(*values)]
+    for name, *values in _tag_rows(files, partitioned):
+        tag = [F.lit(v).cast(field.dataType).alias(field.name)
+               for v, field in zip(values, fields[1:], strict=True)]
+        entries += [F.lit(name), F.struct(*tag)]
     tags = F.create_map(*entries)[F.col(_FILE)]
     return data.select("*", *[tags[field.name].alias(field.name) for field in fields[1:]])
 
