@@ -6,8 +6,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
 
 from chronolake._class_archive import driver_java_options
 
@@ -69,8 +70,12 @@ def local_spark_session(app_name: str = "chronolake") -> SparkSession:
     return session
 
 
+Row = Sequence[str | int | None]
+"""One driver-side row of a small table (ticks, splits, offsets, file tags)."""
+
+
 def local_table(
-    spark: SparkSession, schema: StructType, rows: Sequence[Sequence[str | int | None]]
+    spark: SparkSession, schema: StructType, rows: Sequence[Row]
 ) -> DataFrame:
     """A few driver-side rows (ticks, splits, offsets) as a Spark relation.
 
@@ -86,6 +91,52 @@ def local_table(
         for i, field in enumerate(schema.fields)
     )
     return spark.sql(f"SELECT {typed} FROM VALUES {values} AS t({aliases})")
+
+
+LITERAL_LOOKUP_MAX_ROWS = 64
+"""Up to this many driver-side rows, `join_local` looks them up in a literal map."""
+
+def join_local(
+    base: DataFrame, schema: StructType, rows: Sequence[Row], on: Sequence[str]
+) -> DataFrame:
+    """`base` inner-joined on `on` with a few driver-side rows (`schema`: keys and values).
+
+    A broadcast join costs a Spark job each time its plan runs, which is most of a run on
+    a few rows; so up to `LITERAL_LOOKUP_MAX_ROWS` rows with unique, non-null keys are a
+    literal map looked up per row instead (no job). Otherwise: a broadcast `local_table`.
+    The keys come out once, as from a join on column names; column order is not kept.
+    """
+    key_at = [schema.names.index(name) for name in on]
+    value_at = [i for i in range(len(schema.fields)) if i not in key_at]
+    keys = [tuple(row[i] for i in key_at) for row in rows]
+    literal = (
+        0 < len(rows) <= LITERAL_LOOKUP_MAX_ROWS
+        and len(set(keys)) == len(keys)
+        and all(v is not None for key in keys for v in key)
+    )
+    if not literal:
+        return base.join(F.broadcast(local_table(base.sparkSession, schema, rows)), list(on))
+    fields = schema.fields
+    entries: list[Column] = []
+    for row in rows:
+        entries.append(_literal_key([(row[i], fields[i]) for i in key_at]))
+        entries.append(F.struct(*[_literal(row[i], fields[i]) for i in value_at]))
+    probe = F.col(on[0]) if len(on) == 1 else F.struct(*[F.col(name) for name in on])
+    found = F.create_map(*entries)[probe]
+    values = [found[fields[i].name].alias(fields[i].name) for i in value_at]
+    return base.where(found.isNotNull()).select("*", *values)
+
+
+def _literal_key(parts: Sequence[tuple[str | int | None, StructField]]) -> Column:
+    if len(parts) == 1:
+        return F.lit(parts[0][0]).cast(parts[0][1].dataType)
+    return F.struct(*[_literal(value, field) for value, field in parts])
+
+
+def _literal(value: str | int | None, field: StructField) -> Column:
+    # Cast to the declared type: a bare literal is an INT, and a map keyed by INT would
+    # cast a BIGINT probe down to it.
+    return F.lit(value).cast(field.dataType).alias(field.name)
 
 
 def _sql_literal(value: str | int | None) -> str:

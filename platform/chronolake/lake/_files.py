@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from chronolake._spark import local_table
+from chronolake._spark import Row, join_local
 from chronolake.errors import SourceError
 from chronolake.lake.changelog import COMMIT_TIMESTAMP, COMMIT_VERSION, POSITION
 
@@ -33,8 +33,6 @@ RETRACTION_SHIFT = 1 << 62
 RETRACTIONS = ("delete", "update_preimage")
 
 DRIVER_LISTING_MAX_FILES = 1000
-LITERAL_TAGS_MAX_FILES = 64
-"""Up to this many files, rows find their file's tags in a literal map, not a join."""
 _LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 _FILE = "__chronolake_file"
@@ -116,7 +114,8 @@ def read_tagged_files(
         F.col("_metadata.file_name").alias(_FILE),
         F.col("_metadata.row_index").alias(_ROW),
     )
-    joined = _with_tags(spark, data, files, partitioned)
+    tags = StructType(_tag_fields(len(partitioned)))
+    joined = join_local(data, tags, _tag_rows(files, partitioned), [_FILE])
     columns: list[Column] = [
         _partition_value(partitioned.index(f.name), f.dataType.simpleString()).alias(f.name)
         if f.name in partitioned
@@ -156,28 +155,6 @@ def _partition_value(index: int, spark_type: str) -> Column:
     return F.col(f"__chronolake_pv_{index}").cast(spark_type)
 
 
-def _with_tags(
-    spark: SparkSession, data: DataFrame, files: Sequence[TaggedFile], partitioned: list[str]
-) -> DataFrame:
-    """`data` (with its file name) plus every listed entry's tags.
-
-    A few files, each listed once, are looked up in a literal map: a broadcast join
-    costs a Spark job each time the rows are evaluated, which is most of a small run.
-    Many files, or one listed twice (a row per entry), join a broadcast table.
-    """
-    names = [f.name for f in files]
-    if len(files) > LITERAL_TAGS_MAX_FILES or len(set(names)) < len(names):
-        return data.join(F.broadcast(_tags(spark, files, partitioned)), on=_FILE)
-    fields = _tag_fields(len(partitioned))
-    entries: list[Column] = []
-    for name, *values in _tag_rows(files, partitioned):
-        tag = [F.lit(v).cast(field.dataType).alias(field.name)
-               for v, field in zip(values, fields[1:], strict=True)]
-        entries += [F.lit(name), F.struct(*tag)]
-    tags = F.create_map(*entries)[F.col(_FILE)]
-    return data.select("*", *[tags[field.name].alias(field.name) for field in fields[1:]])
-
-
 def _tag_fields(partition_count: int) -> list[StructField]:
     fields = [
         StructField(_FILE, StringType(), False),
@@ -190,20 +167,12 @@ def _tag_fields(partition_count: int) -> list[StructField]:
                      for i in range(partition_count)]
 
 
-def _tag_rows(
-    files: Sequence[TaggedFile], partitioned: list[str]
-) -> list[tuple[str | int | None, ...]]:
+def _tag_rows(files: Sequence[TaggedFile], partitioned: list[str]) -> list[Row]:
     return [
         (f.name, f.version, f.order, f.timestamp_ms, f.change_type,
          *(f.partition_values.get(name) for name in partitioned))
         for f in files
     ]
-
-
-def _tags(spark: SparkSession, files: Sequence[TaggedFile], partitioned: list[str]) -> DataFrame:
-    """The broadcast side: one row per listed file (metadata-sized, built on the driver)."""
-    schema = StructType(_tag_fields(len(partitioned)))
-    return local_table(spark, schema, _tag_rows(files, partitioned))
 
 
 def _check_unique_names(files: Sequence[TaggedFile], table: str) -> None:

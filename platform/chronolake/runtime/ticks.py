@@ -33,7 +33,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from chronolake._spark import local_table
+from chronolake._spark import join_local
 from chronolake.alignment.schedule import SourceBacklog, TickSchedule, schedule_ticks
 from chronolake.alignment.settings import AlignmentSettings
 from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_VERSION
@@ -291,14 +291,12 @@ class _Cut:
         assigner = _assigner(self.read).model_copy(update={"tick": TICK_COLUMN})
         columns = [c for c in self.read.rows.columns if c not in (WATERMARK_COLUMN, LATE_COLUMN)]
         if self.chunked is not None:
-            table = _local(self.read, (SPLIT, _CHUNK), ticks)
-            rows = self.chunked.join(F.broadcast(table), [SPLIT, _CHUNK])
+            rows = _with_ticks(self.chunked, (SPLIT, _CHUNK), ticks)
             return assigner.assign(rows.select(*columns, TICK_COLUMN), state=start.watermarks)
         assert self.commit_chunks is not None
         commit_ticks = {key: ticks[(key[0], chunk)] for key, chunk in self.commit_chunks.items()}
-        table = _local(self.read, (SPLIT, COMMIT_VERSION), commit_ticks)
         base, _, _ = _assigner(self.read).annotate(self.read.rows.select(*columns))
-        rows = base.join(F.broadcast(table), [SPLIT, COMMIT_VERSION])
+        rows = _with_ticks(base, (SPLIT, COMMIT_VERSION), commit_ticks)
         maxima = _tick_facts(self.commits, commit_ticks)
         return assigner.assign(
             rows.select(*columns, TICK_COLUMN), state=start.watermarks, maxima=maxima
@@ -375,8 +373,7 @@ def _chunked(read: InputRead, commits: Sequence[SplitTick], bound: int) -> DataF
     base, generated_type, _ = assigner.annotate(read.rows.drop(WATERMARK_COLUMN, LATE_COLUMN))
     in_commit = Window.partitionBy(SPLIT, COMMIT_VERSION).orderBy(*ARRIVAL_ORDER)
     chunk = F.floor((F.col(_OFFSET) + F.row_number().over(in_commit) - 1) / bound)
-    offsets = _commit_offsets(read, commits)
-    return base.join(F.broadcast(offsets), [SPLIT, COMMIT_VERSION]).select(
+    return _with_commit_offsets(base, commits).select(
         *read.rows.drop(WATERMARK_COLUMN, LATE_COLUMN).columns,
         F.col(SPLIT),
         chunk.cast(LongType()).alias(_CHUNK),
@@ -384,8 +381,8 @@ def _chunked(read: InputRead, commits: Sequence[SplitTick], bound: int) -> DataF
     )
 
 
-def _commit_offsets(read: InputRead, commits: Sequence[SplitTick]) -> DataFrame:
-    """Per (split, commit): the split's rows in earlier commits, as a small local table."""
+def _with_commit_offsets(base: DataFrame, commits: Sequence[SplitTick]) -> DataFrame:
+    """`base` plus, per (split, commit), the split's rows in earlier commits."""
     offsets: dict[tuple[str, int], int] = {}
     seen: dict[str, int] = {}
     for fact in commits:
@@ -396,7 +393,7 @@ def _commit_offsets(read: InputRead, commits: Sequence[SplitTick]) -> DataFrame:
          StructField(_OFFSET, LongType())]
     )
     rows = [(split, version, offset) for (split, version), offset in offsets.items()]
-    return local_table(read.rows.sparkSession, schema, rows)
+    return join_local(base, schema, rows, [SPLIT, COMMIT_VERSION])
 
 
 def _chunk_watermarks(chunked: DataFrame) -> dict[str, list[int | None]]:
@@ -409,16 +406,16 @@ def _chunk_watermarks(chunked: DataFrame) -> dict[str, list[int | None]]:
     return {split: [by_index[i] for i in sorted(by_index)] for split, by_index in chunks.items()}
 
 
-def _local(
-    read: InputRead, key: tuple[str, str], ticks: Mapping[tuple[str, int], int]
+def _with_ticks(
+    base: DataFrame, key: tuple[str, str], ticks: Mapping[tuple[str, int], int]
 ) -> DataFrame:
-    """A small (split, chunk or commit) → tick table."""
+    """`base` plus the tick of its (split, chunk or commit)."""
     schema = StructType(
         [StructField(key[0], StringType()), StructField(key[1], LongType()),
          StructField(TICK_COLUMN, LongType())]
     )
     rows = [(split, part, tick) for (split, part), tick in sorted(ticks.items())]
-    return local_table(read.rows.sparkSession, schema, rows)
+    return join_local(base, schema, rows, list(key))
 
 
 def _watermarks_after(progress: Progress, count: int) -> tuple[Watermark, ...]:

@@ -50,11 +50,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from chronolake._spark import local_table
+from chronolake._spark import join_local
 from chronolake.watermarks.watermark import LONG_MAX, LONG_MIN
 
 SPLIT = "__wm_split"
@@ -161,10 +161,8 @@ class Progress:
         below = F.when(
             (in_force > _long(LONG_MIN)) & (in_force < _long(LONG_MAX)), as_rowtime(in_force + 1)
         )
-        ticks = self._tick_table(base.sparkSession, []).select(
-            TICK, in_force.alias(IN_FORCE), below.alias(LATE_BELOW)
-        )
-        return base.join(F.broadcast(ticks), TICK)
+        stamped = self._with_tick_starts(base, [])
+        return stamped.withColumns({IN_FORCE: in_force, LATE_BELOW: below}).drop(_TICK_IN)
 
     def on_event(self, base: DataFrame, *, order: Sequence[str]) -> DataFrame:
         """Stamp every row with the source watermark right after the row before it.
@@ -173,8 +171,7 @@ class Progress:
         rows × splits), starting from the split's value before the tick.
         """
         names = sorted({split for tick in self.ticks for split in tick.splits})
-        ticks = self._tick_table(base.sparkSession, names)
-        stamped = base.join(F.broadcast(ticks), TICK)
+        stamped = self._with_tick_starts(base, names)
         in_tick = Window.partitionBy(TICK).orderBy(*order)
         so_far = in_tick.rowsBetween(Window.unboundedPreceding, Window.currentRow)
         values = [
@@ -198,16 +195,16 @@ class Progress:
         helpers = [f"__wm_s{i}" for i in range(len(names))]
         return stamped.withColumn(IN_FORCE, in_force).drop(after, _TICK_IN, *helpers)
 
-    def _tick_table(self, spark: SparkSession, names: Sequence[str]) -> DataFrame:
-        """One row per tick: its starting source watermark and, per split in `names`, the
-        split's starting watermark (null while the split is not active)."""
+    def _with_tick_starts(self, base: DataFrame, names: Sequence[str]) -> DataFrame:
+        """`base` plus, from its tick, the tick's starting source watermark and, per split in
+        `names`, the split's starting watermark (null while the split is not active)."""
         columns = [TICK, _TICK_IN, *(f"__wm_s{i}" for i in range(len(names)))]
         schema = StructType([StructField(c, LongType()) for c in columns])
         rows = [
             (tick.tick, tick.watermark, *(tick.splits.get(n) for n in names))
             for tick in self.ticks
         ]
-        return local_table(spark, schema, rows)
+        return join_local(base, schema, rows, [TICK])
 
 
 def _advance(source: int, splits: Mapping[str, int], idle: set[str]) -> int:
