@@ -45,6 +45,19 @@ def test_the_driver_jvm_runs_with_the_local_options(spark: SparkSession) -> None
     assert set(LOCAL_JAVA_OPTIONS.split()) <= arguments, arguments
 
 
+def test_the_jit_directives_load_and_keep_stdout_clean() -> None:
+    """The JVM skips directive patterns it cannot parse (with a message) or refuses the file;
+    this one it installs whole, and says so on stderr (stdout belongs to the CLI's output)."""
+    java = subprocess.run(
+        ["java", *LOCAL_JAVA_OPTIONS.split(), "-version"], capture_output=True, text=True,
+        check=False,
+    )
+    assert java.returncode == 0, java.stderr
+    assert "error" not in java.stderr.lower(), java.stderr
+    assert "2 compiler directives added" in java.stderr
+    assert java.stdout == ""
+
+
 def test_a_foreign_archive_neither_stops_nor_bothers_the_jvm(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

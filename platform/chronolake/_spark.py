@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -32,14 +33,25 @@ LOCAL_SPARK_CONF: dict[str, str] = {
 JAVA_OPTIONS_ENV = "CHRONOLAKE_SPARK_JAVA_OPTIONS"
 """Overrides `LOCAL_JAVA_OPTIONS`; set it empty for the JVM's own defaults."""
 
-LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
-"""The local driver's garbage collector: the throughput collector, not G1.
+JIT_DIRECTIVES = Path(__file__).with_name("jit_directives.json")
+"""Packages whose code only plans work (Catalyst's analyzer and optimizer, Janino, ASM,
+ANTLR, reflection, class loading, Java serialization): kept from the C2 compiler."""
 
-On a small machine G1's concurrent threads take a core from the run; measured here on
-2 cores, a trivial run is 2-3 s faster and a 5M-row temporal join takes the same time
-(`benchmarks/README.md`, Run overhead). C1-only (`-XX:TieredStopAtLevel=1`) would cut
-the trivial run by 3 s more but made the hot-key join 3.5x slower, so it is not the
-default; set `CHRONOLAKE_SPARK_JAVA_OPTIONS` to choose.
+LOCAL_JAVA_OPTIONS = (
+    "-XX:+UseParallelGC -XX:+UnlockDiagnosticVMOptions "
+    f"-XX:CompilerDirectivesFile={JIT_DIRECTIVES} -XX:+DisplayVMOutputToStderr"
+)
+"""The local driver's JVM: the throughput collector, and planning code left to C1.
+
+On a small machine G1's concurrent threads take a core from the run. And on a run of a
+few rows the C2 compiler spends more CPU-seconds than the run itself, mostly on code
+that plans (`JIT_DIRECTIVES`); that code stays C1-compiled, while the code that touches
+rows (generated code, expressions, execution, Parquet, the JDK's collections) keeps C2.
+Measured here on 2 cores (`benchmarks/README.md`, Run overhead): a trivial run is 3-4 s
+faster and a 5M-row temporal join takes the same time. C1 only (`-XX:TieredStopAtLevel=1`)
+would cut the trivial run more but made the hot-key join 3.5x slower, so it is not the
+default; set `CHRONOLAKE_SPARK_JAVA_OPTIONS` to choose. The JVM's own messages (it counts
+the directives it loaded) go to stderr, so that stdout stays the program's.
 """
 
 
