@@ -34,8 +34,10 @@ JAVA_OPTIONS_ENV = "CHRONOLAKE_SPARK_JAVA_OPTIONS"
 """Overrides `LOCAL_JAVA_OPTIONS`; set it empty for the JVM's own defaults."""
 
 JIT_DIRECTIVES = Path(__file__).with_name("jit_directives.json")
-"""Packages whose code only plans work (Catalyst's analyzer and optimizer, Janino, ASM,
-ANTLR, reflection, class loading, Java serialization): kept from the C2 compiler."""
+"""HotSpot compiler directives: the packages whose methods C2 may compile, those that touch
+rows (generated code, expressions, execution, Spark's collections, shuffle, storage, Parquet,
+codecs, Arrow). Everything else (Catalyst's analyzer and optimizer, Janino, ASM, ANTLR,
+reflection, class loading) stays C1-compiled; C2 still inlines what the data plane calls."""
 
 LOCAL_JAVA_OPTIONS = (
     "-XX:+UseParallelGC -XX:+UnlockDiagnosticVMOptions "
@@ -45,10 +47,9 @@ LOCAL_JAVA_OPTIONS = (
 
 On a small machine G1's concurrent threads take a core from the run. And on a run of a
 few rows the C2 compiler spends more CPU-seconds than the run itself, mostly on code
-that plans (`JIT_DIRECTIVES`); that code stays C1-compiled, while the code that touches
-rows (generated code, expressions, execution, Parquet, the JDK's collections) keeps C2.
-Measured here on 2 cores (`benchmarks/README.md`, Run overhead): a trivial run is 3-4 s
-faster and a 5M-row temporal join takes the same time. C1 only (`-XX:TieredStopAtLevel=1`)
+that plans; `JIT_DIRECTIVES` keeps C2 for the code that touches rows.
+Measured here on 2 cores (`benchmarks/README.md`, Run overhead): a trivial run is about
+4 s faster and a 5M-row temporal join takes the same time. C1 only (`-XX:TieredStopAtLevel=1`)
 would cut the trivial run more but made the hot-key join 3.5x slower, so it is not the
 default; set `CHRONOLAKE_SPARK_JAVA_OPTIONS` to choose. The JVM's own messages (it counts
 the directives it loaded) go to stderr, so that stdout stays the program's.
@@ -91,8 +92,9 @@ def local_table(
 ) -> DataFrame:
     """A few driver-side rows (ticks, splits, offsets) as a Spark relation.
 
-    Built as SQL `VALUES`: a local relation, broadcast without a Spark job, where
-    `createDataFrame` from Python rows would go through an RDD and Python workers.
+    Built as SQL `VALUES`: a local relation, where `createDataFrame` from Python rows
+    would go through an RDD and Python workers. (Broadcasting it still runs a Spark job
+    each time a plan runs: `join_local` avoids that for a few rows.)
     """
     if not rows:
         return spark.createDataFrame([], schema)
