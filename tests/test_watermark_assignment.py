@@ -39,6 +39,7 @@ from chronolake.watermarks.assigner import (
     AssignedChangelog,
     WatermarkAssigner,
     WatermarkState,
+    collect_maxima,
 )
 
 pytestmark = pytest.mark.spark
@@ -102,6 +103,31 @@ def test_bounded_out_of_orderness_per_emission_mode(
     assert assigned.state() == WatermarkState(splits={SINGLE_SPLIT: ms(15)}, watermark=ms(15))
     assert assigned.state().to_watermark() == Watermark(ms(15))
     assert assigned.counts() == {"rows": 6, "late_rows": len(late), "null_rowtime_rows": 0}
+
+
+def test_facts_of_several_inputs_come_from_one_job(spark: SparkSession, tmp_path: Path) -> None:
+    """A run's inputs share one facts job, and each gets the facts it would get alone."""
+    first = changelog(spark, tmp_path / "a", OUT_OF_ORDER)
+    second = changelog(spark, tmp_path / "b", [[{"k": 9, "ts": at(3)}], [{"k": 8, "ts": at(40)}]])
+    bounded = WatermarkAssigner(rowtime="ts", strategy="ts - INTERVAL '5' SECOND")
+    ascending = WatermarkAssigner(rowtime="ts", strategy="ts")
+    pairs = [(bounded, first), (ascending, second)]
+    alone = [sorted(a.assign(rows).maxima, key=str) for a, rows in pairs]
+    assert [fact.generated for fact in alone[1]] == [ms(3), ms(40)]
+
+    def jobs_of(group: str, queries: list[DataFrame]) -> tuple[list[Any], int]:
+        context = spark.sparkContext
+        context.setJobGroup(group, group)
+        try:
+            facts = collect_maxima(queries)
+        finally:
+            context.clearJobGroup()
+        return facts, len(context.statusTracker().getJobIdsForGroup(group))
+
+    _, one_input_jobs = jobs_of("facts-one", [bounded.fact_rows(first)])
+    together, two_input_jobs = jobs_of("facts-two", [a.fact_rows(rows) for a, rows in pairs])
+    assert [sorted(facts, key=str) for facts in together] == alone
+    assert two_input_jobs == one_input_jobs
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ from chronolake.runtime.inputs import (
     SNAPSHOT_PHASE,
     ChangelogRead,
     InputRead,
-    assign_watermarks,
+    assign_all,
     initial_position,
     read_input,
     refresh_position,
@@ -173,9 +173,9 @@ class DerivedTable:
 
     def assign(self, reads: Mapping[str, ChangelogRead]) -> dict[str, InputRead]:
         """Every input's rows of the run stamped with watermarks, from the stored state
-        (one Spark job per event-time input: its per-split maxima; the rows stay lazy)."""
-        now_ms = self.clock.now_ms()
-        return {name: assign_watermarks(read, now_ms=now_ms) for name, read in reads.items()}
+        (one Spark job for all event-time inputs: their per-split maxima; the rows stay
+        lazy)."""
+        return assign_all(reads, now_ms=self.clock.now_ms())
 
     def operate(self, plan: RunPlan, reads: Mapping[str, InputRead]) -> Step:
         """The operator's step over this run's rows and the committed state.

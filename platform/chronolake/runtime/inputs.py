@@ -18,8 +18,10 @@ its last OVERWRITE, read as a snapshot of inserts (the *bootstrap* phase).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pyspark.errors import PythonException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -39,7 +41,12 @@ from chronolake.runtime.source_checks import (
 from chronolake.schema import StartupMode, TableSpec
 from chronolake.schema.options import SPLIT_BY_PARTITIONS
 from chronolake.watermarks._progress import SplitTick
-from chronolake.watermarks.assigner import LATE_COLUMN, WATERMARK_COLUMN, WatermarkAssigner
+from chronolake.watermarks.assigner import (
+    LATE_COLUMN,
+    WATERMARK_COLUMN,
+    WatermarkAssigner,
+    collect_maxima,
+)
 from chronolake.watermarks.watermark import LONG_MIN, Watermark
 
 SNAPSHOT_PHASE = "snapshot"
@@ -149,29 +156,62 @@ def read_input(
     return ChangelogRead(spec, rows, moved, partitions)
 
 
-def assign_watermarks(read: ChangelogRead, *, now_ms: int | None = None) -> InputRead:
+def assign_all(
+    reads: Mapping[str, ChangelogRead], *, now_ms: int | None = None
+) -> dict[str, InputRead]:
+    """`assign_watermarks` for every read, with the event-time inputs' per-split maxima
+    collected in one Spark job for all of them (a run's fixed cost is mostly its jobs)."""
+    assigners = {name: _assigner(read) for name, read in reads.items()}
+    timed = {name: assigner for name, assigner in assigners.items() if assigner is not None}
+    facts: dict[str, tuple[SplitTick, ...]] = {}
+    if timed:
+        queries = [assigner.fact_rows(reads[name].rows) for name, assigner in timed.items()]
+        try:
+            facts = dict(zip(timed, collect_maxima(queries), strict=True))
+        except PythonException:
+            facts = {}  # each input on its own, so that the error names the failing row
+    return {
+        name: assign_watermarks(read, now_ms=now_ms, maxima=facts.get(name))
+        for name, read in reads.items()
+    }
+
+
+def assign_watermarks(
+    read: ChangelogRead,
+    *,
+    now_ms: int | None = None,
+    maxima: Sequence[SplitTick] | None = None,
+) -> InputRead:
     """The read's rows stamped with `_watermark` and `_late`, and the input's new watermark.
 
     An event-time source runs its `WatermarkAssigner` from the stored state (one Spark
-    job: the per-split maxima) and moves the position's watermark state; a source
-    without `WATERMARK FOR`, and a hybrid source in either phase, follow processing
-    time and nothing is late. `now_ms` is the run's clock, against which a split with
-    no new rows may go idle (`'scan.idle-timeout'`).
+    job: the per-split maxima, unless given as `maxima`) and moves the position's
+    watermark state; a source without `WATERMARK FOR`, and a hybrid source in either
+    phase, follow processing time and nothing is late. `now_ms` is the run's clock,
+    against which a split with no new rows may go idle (`'scan.idle-timeout'`).
     """
     spec, position = read.spec, read.position
-    hybrid = spec.options.startup_mode is StartupMode.SNAPSHOT_THEN_CHANGELOG
-    if spec.watermark is None or hybrid:
+    assigner = _assigner(read)
+    if assigner is None:
         return InputRead(
             spec, _unstamped(read.rows), _processing_time(), position, read.switched_at
         )
-    assigner = WatermarkAssigner.for_table(spec, partition_columns=read.partition_columns)
-    assigned = assigner.assign(read.rows, state=position.watermarks, now_ms=now_ms)
+    assigned = assigner.assign(read.rows, state=position.watermarks, now_ms=now_ms, maxima=maxima)
     state = assigned.state()
     moved = position.model_copy(update={"watermarks": state})
     return InputRead(
         spec, assigned.rows, Watermark(state.watermark), moved, assigner=assigner,
         maxima=assigned.maxima,
     )
+
+
+def _assigner(read: ChangelogRead) -> WatermarkAssigner | None:
+    """The read's watermark generator; None when the source follows processing time."""
+    spec = read.spec
+    hybrid = spec.options.startup_mode is StartupMode.SNAPSHOT_THEN_CHANGELOG
+    if spec.watermark is None or hybrid:
+        return None
+    return WatermarkAssigner.for_table(spec, partition_columns=read.partition_columns)
 
 
 def _rows(

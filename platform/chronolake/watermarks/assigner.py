@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import reduce
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pyspark.errors import AnalysisException, ParseException, PythonException
@@ -59,6 +60,10 @@ WATERMARK_COLUMN = "_watermark"
 
 LATE_COLUMN = "_late"
 """True when the row's rowtime is at or below `_watermark` (false for a null rowtime)."""
+
+_INPUT = "__wm_input"
+_FACTS = (SPLIT, TICK, GENERATED, COMMIT_TIMESTAMP, "rows")
+"""`collect_maxima`'s columns, in `SplitTick`'s field order."""
 
 SINGLE_SPLIT = "<all>"
 """The split key of a source without a split column."""
@@ -254,23 +259,16 @@ class WatermarkAssigner(BaseModel):
             assigner=self, rows=rows, start=start, progress=progress, maxima=collected
         )
 
+    def fact_rows(self, changelog: DataFrame) -> DataFrame:
+        """Per row of `changelog`: its split, tick, generated watermark (epoch ms) and commit
+        timestamp; `collect_maxima` aggregates them (lazy; checks what `annotate` checks)."""
+        base, generated_type, _ = self.annotate(changelog)
+        return _fact_rows(base, generated_type)
+
     def _maxima(self, base: DataFrame, generated_type: DataType) -> tuple[SplitTick, ...]:
         """The per-(split, tick) facts of the annotated rows, in one Spark job."""
-        maxima = base.groupBy(SPLIT, TICK).agg(
-            F.max(GENERATED).alias(GENERATED),
-            F.max(COMMIT_TIMESTAMP).alias(COMMIT_TIMESTAMP),
-            F.count(F.lit(1)).alias("rows"),
-        )
-        maxima = maxima.select(
-            SPLIT,
-            TICK,
-            watermark_millis(F.col(GENERATED), generated_type),
-            F.unix_millis(COMMIT_TIMESTAMP),
-            "rows",
-        )
         try:
-            # One row per (split, tick) read back: metadata-sized, like the Delta log.
-            return tuple(SplitTick(*row) for row in maxima.collect())
+            return collect_maxima([_fact_rows(base, generated_type)])[0]
         except PythonException as error:
             raise_strategy_failure(base, error, strategy=self.strategy, key=self.key)
 
@@ -417,3 +415,24 @@ def _partitions(spec: TableSpec, partition_columns: Sequence[str] | None) -> tup
         )
         raise DefinitionError(msg)
     return tuple(partition_columns)
+
+
+def collect_maxima(fact_rows: Sequence[DataFrame]) -> list[tuple[SplitTick, ...]]:
+    """The per-(split, tick) facts of each of `fact_rows` (`WatermarkAssigner.fact_rows`),
+    all in one Spark job: a run's inputs share it instead of costing a job each."""
+    tagged = [rows.withColumn(_INPUT, F.lit(i)) for i, rows in enumerate(fact_rows)]
+    maxima = reduce(DataFrame.unionByName, tagged).groupBy(_INPUT, SPLIT, TICK).agg(
+        F.max(GENERATED).alias(GENERATED),
+        F.unix_millis(F.max(COMMIT_TIMESTAMP)).alias(COMMIT_TIMESTAMP),
+        F.count(F.lit(1)).alias("rows"),
+    )
+    found: list[list[SplitTick]] = [[] for _ in fact_rows]
+    # One row per (input, split, tick) read back: metadata-sized, like the Delta log.
+    for row in maxima.collect():
+        found[row[_INPUT]].append(SplitTick(*(row[c] for c in _FACTS)))
+    return [tuple(facts) for facts in found]
+
+
+def _fact_rows(base: DataFrame, generated_type: DataType) -> DataFrame:
+    generated = watermark_millis(F.col(GENERATED), generated_type).alias(GENERATED)
+    return base.select(SPLIT, TICK, generated, COMMIT_TIMESTAMP)
