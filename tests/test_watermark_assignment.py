@@ -21,8 +21,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, TimestampNTZType
 
+from chronolake.dagster.spark_jobs import counted_stage
 from chronolake.errors import DefinitionError, RunError
 from chronolake.lake import ARRIVAL_ORDER, COMMIT_TIMESTAMP, backend_for
+from chronolake.runtime.checkpoint import InputPosition
+from chronolake.runtime.inputs import ChangelogRead, assign_all
 from chronolake.schema import (
     ComputedColumn,
     DeltaOptions,
@@ -115,17 +118,13 @@ def test_facts_of_several_inputs_come_from_one_job(spark: SparkSession, tmp_path
     alone = [sorted(a.assign(rows).maxima, key=str) for a, rows in pairs]
     assert [fact.generated for fact in alone[1]] == [ms(3), ms(40)]
 
-    def jobs_of(group: str, queries: list[DataFrame]) -> tuple[list[Any], int]:
-        context = spark.sparkContext
-        context.setJobGroup(group, group)
-        try:
+    def jobs_of(queries: list[DataFrame]) -> tuple[list[Any], int]:
+        with counted_stage(spark, "facts", label="test") as cost:
             facts = collect_maxima(queries)
-        finally:
-            context.clearJobGroup()
-        return facts, len(context.statusTracker().getJobIdsForGroup(group))
+        return facts, cost.spark_jobs
 
-    _, one_input_jobs = jobs_of("facts-one", [bounded.fact_rows(first)])
-    together, two_input_jobs = jobs_of("facts-two", [a.fact_rows(rows) for a, rows in pairs])
+    _, one_input_jobs = jobs_of([bounded.fact_rows(first)])
+    together, two_input_jobs = jobs_of([a.fact_rows(rows) for a, rows in pairs])
     assert [sorted(facts, key=str) for facts in together] == alone
     assert two_input_jobs == one_input_jobs
 
@@ -224,7 +223,16 @@ def test_udf_strategy_emits_only_on_flagged_rows(
     assert assigned.state().watermark == ms(7)
 
 
-def test_udf_that_raises_fails_the_run_naming_the_row(spark: SparkSession, tmp_path: Path) -> None:
+FAILS_ON_K3 = (
+    r"watermark strategy '(?i:watermarkOrFail)\(log_ts, flag\)' failed on the row at commit "
+    r"version 3, position 0 \(split '<all>', k=3\): ValueError: cannot read the "
+    r"end-of-sequence flag; fix the function .* nothing was committed"
+)
+
+
+def _register_failing_strategy(spark: SparkSession) -> None:
+    """`watermarkOrFail(log_ts, flag)`: raises on FLAGGED's k=3 (a closure, so that Spark's
+    Python workers get it by value)."""
     failing_at = at(20)
 
     def fails_on_k3(log_ts: datetime, flag: bool) -> int | None:
@@ -233,17 +241,39 @@ def test_udf_that_raises_fails_the_run_naming_the_row(spark: SparkSession, tmp_p
         return None
 
     spark.udf.register("watermarkOrFail", fails_on_k3, LongType())
+
+
+def test_udf_that_raises_fails_the_run_naming_the_row(spark: SparkSession, tmp_path: Path) -> None:
+    _register_failing_strategy(spark)
     assigner = WatermarkAssigner(
         rowtime="log_ts", strategy="watermarkOrFail(log_ts, flag)", key=("k",)
     )
     rows = changelog(spark, tmp_path / "t", FLAGGED)
-    with pytest.raises(
-        RunError,
-        match=r"watermark strategy 'watermarkOrFail\(log_ts, flag\)' failed on the row at commit "
-        r"version 3, position 0 \(split '<all>', k=3\): ValueError: cannot read the "
-        r"end-of-sequence flag; fix the function .* nothing was committed",
-    ):
+    with pytest.raises(RunError, match=FAILS_ON_K3):
         assigner.assign(rows)
+
+
+def test_udf_that_raises_among_a_runs_inputs_is_named(spark: SparkSession, tmp_path: Path) -> None:
+    """The inputs' facts are collected together; the failure still names its input's row."""
+    _register_failing_strategy(spark)
+
+    def read(name: str, commits: Sequence[Any], strategy: str) -> ChangelogRead:
+        spec = TableSpec(
+            name=name,
+            columns=[PhysicalColumn(name="k", type="BIGINT"),
+                     PhysicalColumn(name="log_ts", type="TIMESTAMP(3)"),
+                     PhysicalColumn(name="flag", type="BOOLEAN")],
+            watermark=WatermarkSpec(rowtime="log_ts", expression=strategy),
+            primary_key=("k",),
+            options=DeltaOptions(path=name),
+        )
+        return ChangelogRead(spec, changelog(spark, tmp_path / name, commits), InputPosition(), ())
+
+    good = read("good", [[{"k": 1, "log_ts": at(1), "flag": True}]], "log_ts")
+    bad = read("bad", FLAGGED, "watermarkOrFail(log_ts, flag)")
+    assert assign_all({"good": good})["good"].watermark == Watermark(ms(1))
+    with pytest.raises(RunError, match=FAILS_ON_K3):
+        assign_all({"good": good, "bad": bad})
 
 
 # --- SYSTEM_ROWTIME() / SYSTEM_WATERMARK(): the Delta source's own progress -----------------
