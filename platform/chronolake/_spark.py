@@ -36,8 +36,9 @@ JAVA_OPTIONS_ENV = "CHRONOLAKE_SPARK_JAVA_OPTIONS"
 JIT_DIRECTIVES = Path(__file__).with_name("jit_directives.json")
 """HotSpot compiler directives: the packages whose methods C2 may compile, those that touch
 rows (generated code, expressions, execution, Spark's collections, shuffle, storage, Parquet,
-codecs, Arrow). Everything else (Catalyst's analyzer and optimizer, Janino, ASM, ANTLR,
-reflection, class loading) stays C1-compiled; C2 still inlines what the data plane calls."""
+codecs, Arrow, the pickling of rows for Python UDFs, JSON parsing, delta-spark). Everything
+else (Catalyst's analyzer and optimizer, Janino, ASM, ANTLR, reflection, class loading) stays
+C1-compiled; C2 still inlines what the data plane calls."""
 
 LOCAL_JAVA_OPTIONS = (
     "-XX:+UseParallelGC -XX:+UnlockDiagnosticVMOptions "
