@@ -111,6 +111,7 @@ def local_table(
 LITERAL_LOOKUP_MAX_ROWS = 64
 """Up to this many driver-side rows, `join_local` looks them up in a literal map."""
 
+
 def join_local(
     base: DataFrame, schema: StructType, rows: Sequence[Row], on: Sequence[str]
 ) -> DataFrame:

@@ -19,6 +19,7 @@ its last OVERWRITE, read as a snapshot of inserts (the *bootstrap* phase).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 
 from pyspark.errors import PythonException
@@ -160,16 +161,15 @@ def assign_all(
     reads: Mapping[str, ChangelogRead], *, now_ms: int | None = None
 ) -> dict[str, InputRead]:
     """`assign_watermarks` for every read, with the event-time inputs' per-split maxima
-    collected in one Spark job for all of them (a run's fixed cost is mostly its jobs)."""
+    collected in one Spark job for all of them instead of one each."""
     assigners = {name: _assigner(read) for name, read in reads.items()}
     timed = {name: assigner for name, assigner in assigners.items() if assigner is not None}
     facts: dict[str, tuple[SplitTick, ...]] = {}
     if timed:
         queries = [assigner.fact_rows(reads[name].rows) for name, assigner in timed.items()]
-        try:
+        # On a failing strategy, each input runs on its own below: the error names its row.
+        with suppress(PythonException):
             facts = dict(zip(timed, collect_maxima(queries), strict=True))
-        except PythonException:
-            facts = {}  # each input on its own, so that the error names the failing row
     return {
         name: assign_watermarks(read, now_ms=now_ms, maxima=facts.get(name))
         for name, read in reads.items()
