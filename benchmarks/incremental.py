@@ -8,14 +8,16 @@ AS OF order_time) and materializes it with `chronolake.runtime.views.materialize
 2. an on-time increment: `--new-orders` orders and `--new-rates` rate changes after the
    history;
 3. the same increment with `--late-percent` of its orders late (their times fall inside the
-   history, below the watermark), which DESIGN.md joins against the version history.
+   history, below the watermark), which DESIGN.md joins against the version history;
+4. the same again with the late orders at most `--slightly-late-seconds` below the last run's
+   watermark: late as data usually is, and not older than their keys' versions in state.
 
 For each run it reports the run's own figures (rows_in, rows_out, pending_rows, state_rows,
 late rows) and what Spark did, read from Spark's status store for the stages of that run:
 rows read from files (`input_records`: inputs, state and history tables), rows written
 (`output_records`: output, state, history, late rows), executor CPU seconds and stage count,
 and the size of the view's version history table before the run (from its Delta log): a run
-with late rows scans that table once.
+with late rows older than their keys' versions in state scans that table once.
 The ratios of each increment against the first run, all in one process, are the result;
 the report is printed and written as JSON under `benchmarks/results/`.
 
@@ -174,7 +176,8 @@ def _measure(catalog: Catalog, meter: StageMeter, label: str) -> dict:
         flush=True,
     )
     return {"seconds": round(seconds, 3), "status": str(result.status), **spark,
-            "history_rows_before": history_before, "figures": figures}
+            "history_rows_before": history_before, "figures": figures,
+            "watermark_ms": result.watermark_ms}
 
 
 def _ratios(increment: dict, first: dict) -> dict[str, float | None]:
@@ -191,7 +194,7 @@ def _ratios(increment: dict, first: dict) -> dict[str, float | None]:
 
 
 def main() -> None:
-    """Build the lake, run the view three times, report the ratios."""
+    """Build the lake, run the view four times, report the ratios."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--orders", type=int, default=2_000_000, help="history orders")
     parser.add_argument("--rates", type=int, default=200_000, help="history rate changes")
@@ -200,6 +203,8 @@ def main() -> None:
     parser.add_argument("--new-rates", type=int, default=500, help="rate changes per increment")
     parser.add_argument("--late-percent", type=float, default=1.0,
                         help="late orders in the third run, percent")
+    parser.add_argument("--slightly-late-seconds", type=int, default=5,
+                        help="how far below the last watermark the fourth run's late orders are")
     parser.add_argument("--commits", type=int, default=10, help="commits of the history")
     args = parser.parse_args()
     rng = np.random.default_rng(11)
@@ -215,13 +220,22 @@ def main() -> None:
         list(catalog.run_script(DDL))
         runs = {"first run": _measure(catalog, meter, "first run (history)")}
         next_id, hour = args.orders, 3_600_000_000
-        for number, (label, late) in enumerate(
-            (("on-time increment", 0.0), ("increment, late rows", args.late_percent)), start=1
-        ):
+        increments = (
+            ("on-time increment", 0.0, None),
+            ("increment, late rows", args.late_percent, None),
+            ("increment, slightly late", args.late_percent, args.slightly_late_seconds),
+        )
+        for number, (label, late, late_seconds) in enumerate(increments, start=1):
             start = START_US + DAY_US + (number - 1) * hour
             times = _ascending(rng, args.new_orders, start, hour)
             late_rows = rng.random(args.new_orders) < late / 100
-            times = np.where(late_rows, START_US + rng.integers(0, DAY_US, args.new_orders), times)
+            if late_seconds is None:  # anywhere in the history's day
+                late_times = START_US + rng.integers(0, DAY_US, args.new_orders)
+            else:  # just below the last run's watermark
+                horizon_us = runs[list(runs)[-1]]["watermark_ms"] * 1000
+                late_times = horizon_us - rng.integers(0, late_seconds * 1_000_000,
+                                                       args.new_orders)
+            times = np.where(late_rows, late_times, times)
             _append(lake / "orders", _orders(rng, next_id, times, args.keys), 1)
             _append(lake / "rates", _rates(rng, _ascending(rng, args.new_rates, start, hour),
                                            args.keys, first=False), 1)

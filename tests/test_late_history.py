@@ -1,14 +1,16 @@
 """Late probe rows meet only the slice of the version history they can need (issue 4, item 5).
 
 A late probe row joins the version of its key valid at its rowtime among all build events so
-far; `history_for_late_rows` cuts the history to the events that decide that before the join.
-The cut must not change a single match: ties at the probe's time go to the later arrival, a
-`-D` ends (or, at the same time, erases) a version, `-U` rows are never versions."""
+far. A row not older than its key's latest version in state meets it there and reads no
+history (`mark_rows_needing_history`); for the others `history_for_late_rows` cuts the history
+to the events that decide them before the join. Neither may change a single match: ties at the
+probe's time go to the later arrival, a `-D` ends (or, at the same time, erases) a version,
+`-U` rows are never versions."""
 
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,10 +18,16 @@ import pytest
 from deltalake import DeltaTable
 from deltatables import write_commits
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from chronolake import Catalog
-from chronolake.joins.history import history_for_late_rows
+from chronolake.joins.history import (
+    history_for_late_rows,
+    mark_rows_needing_history,
+    split_marked_rows,
+)
 from chronolake.joins.temporal import matched_versions
+from chronolake.joins.versions import retained_versions
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.stored import from_stored
 from chronolake.sql.temporal import TemporalJoinPlan, plan_temporal_join
@@ -113,32 +121,59 @@ _LATE = {
 }
 
 
-def test_late_probe_rows_meet_the_version_valid_at_their_time(
-    tmp_path: Path, spark: SparkSession
-) -> None:
-    catalog = _catalog(tmp_path, spark)
-    write_commits(tmp_path / "rates", _history_commits(), schema=_RATES, cdf=False)
-    write_commits(tmp_path / "orders", [[_order(1, "EUR", 125), _order(2, "K0", 130)]],
+def _count_history_loads(table: DerivedTable, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How often the table's runs load the history table from here on (a one-item list)."""
+    loads, load = [0], table._history
+
+    def counted() -> DataFrame | None:
+        loads[0] += 1
+        return load()
+
+    monkeypatch.setattr(table, "_history", counted)
+    return loads
+
+
+def _run_with_late_orders(
+    lake: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch,
+    rates: list[dict], late: dict[int, tuple[str, int, int | None]],
+) -> tuple[Catalog, DerivedTable, list[int]]:
+    """A first run over the history, then a second with `rates` and the orders `late` (id:
+    key, minute, the rate it must meet), all at or below the first run's horizon; checks
+    what the second run emits against `late` and the bounded query. Returns the history
+    loads of the second run."""
+    catalog = _catalog(lake, spark)
+    write_commits(lake / "rates", _history_commits(), schema=_RATES, cdf=False)
+    write_commits(lake / "orders", [[_order(1, "EUR", 125), _order(2, "K0", 130)]],
                   schema=_ORDERS, cdf=False)
     table = DerivedTable(catalog, "enriched")
     first = table.run()  # watermark min(130 - 5, 110) = 110: state keeps one version per key
     assert first.figures["pending_rows"] == 2, first.figures
 
-    write_commits(tmp_path / "rates", [[_rate("EUR", 120, 120), _rate("K1", 9999, 120)]],
-                  schema=_RATES, cdf=False)
-    write_commits(tmp_path / "orders", [[_order(i, key, minute)
-                                        for i, (key, minute, _) in _LATE.items()]],
+    write_commits(lake / "rates", [rates], schema=_RATES, cdf=False)
+    write_commits(lake / "orders", [[_order(i, key, minute)
+                                     for i, (key, minute, _) in late.items()]],
                   schema=_ORDERS, cdf=False)
+    loads = _count_history_loads(table, monkeypatch)
     second = table.run()  # watermark 120; every new order is at or below the horizon 110
-    assert second.figures["late_probe_rows"] == len(_LATE)
-    assert _emitted(tmp_path) == {i: rate for i, (_, _, rate) in _LATE.items()}
+    assert second.figures["late_probe_rows"] == len(late)
+    assert _emitted(lake) == {i: rate for i, (_, _, rate) in late.items()}
 
     # The bounded query sees every event; it agrees on each late order.
     bounded = catalog.sql(
         "SELECT o.id, r.rate FROM orders AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF "
         "o.order_time AS r ON o.currency = r.currency"
     ).collect()
-    assert {r.id: r.rate for r in bounded if r.id in _LATE} == _emitted(tmp_path)
+    assert {r.id: r.rate for r in bounded if r.id in late} == _emitted(lake)
+    return catalog, table, loads
+
+
+def test_late_probe_rows_meet_the_version_valid_at_their_time(
+    tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog, table, loads = _run_with_late_orders(
+        tmp_path, spark, monkeypatch, [_rate("EUR", 120, 120), _rate("K1", 9999, 120)], _LATE
+    )
+    assert loads == [1]  # e.g. order 12 is older than EUR's version in state (at 110)
 
     # What the cut keeps of the stored history (the same rows the second run used).
     history = from_stored(catalog.backend.snapshot(table.history_path))
@@ -161,13 +196,30 @@ def test_late_probe_rows_meet_the_version_valid_at_their_time(
     assert history.count() == 3 + 4 + 4 + 2 + 8 + 1 + len(_OTHER_KEYS) * 12 + 2
 
 
-def _random_history(spark: SparkSession, rng: random.Random) -> DataFrame:
+def test_late_rows_not_older_than_state_read_no_history(
+    tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # State holds EUR at 110, USD at 60, GBP's -D at 30 and K3 at 110. EUR gets a late
+    # version at 110 that arrives after the one in state: it wins the tie.
+    late = {20: ("EUR", 110, 777), 21: ("USD", 70, 202), 22: ("GBP", 40, None),
+            23: ("XXX", 50, None), 24: ("K3", 110, 3110)}
+    _, _, loads = _run_with_late_orders(
+        tmp_path, spark, monkeypatch, [_rate("EUR", 777, 110), _rate("K1", 9999, 120)], late
+    )
+    assert loads == [0]
+
+
+def _random_history(
+    spark: SparkSession, rng: random.Random, *, kinds: tuple[str | None, ...] = ("+I", "+U", "-U",
+                                                                               "-D", None)
+) -> DataFrame:
     """A changelog with ties, deletes (some at their version's time), `-U` rows and nulls."""
+    weights = [{"+I": 3, "+U": 5, "-U": 2, "-D": 2, None: 1}[kind] for kind in kinds]
     rows = []
     for version in range(1, 41):
         for position in range(rng.randint(1, 12)):
             key = rng.choice([*"ABCDEFGH", None]) if rng.random() < 0.05 else rng.choice("ABCDEFGH")
-            kind = rng.choices(["+I", "+U", "-U", "-D", None], weights=[3, 5, 2, 2, 1])[0]
+            kind = rng.choices(kinds, weights=weights)[0]
             minute = None if rng.random() < 0.02 else rng.randint(0, 30)
             time = None if minute is None else _at(minute)
             rows.append((key, rng.randint(1, 10**6), time, kind, version, position))
@@ -199,3 +251,34 @@ def test_the_cut_history_gives_every_late_row_the_same_version(
     assert sorted(kept.collect()) == sorted(full.collect())
     assert len(full.collect()) > 20  # the case is not trivially empty
     assert cut.count() < history.count() / 2  # and the cut does cut
+
+
+def test_late_rows_state_answers_meet_the_version_the_history_gives(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    plan = _plan(_catalog(tmp_path, spark))
+    rng = random.Random(11)
+    # Changelogs carry a kind on every row; state never keeps a row without one.
+    history = _random_history(spark, rng, kinds=("+I", "+U", "-U", "-D"))
+    horizon = _at(15)
+    horizon_ms = int(horizon.replace(tzinfo=UTC).timestamp() * 1000)
+    state = retained_versions(history, plan.build_keys, "currency_time", horizon_ms)
+    arriving = _random_history(spark, rng, kinds=("+I", "+U", "-U", "-D")).withColumn(
+        "_commit_version", F.col("_commit_version") + 100
+    )
+    late = spark.createDataFrame(
+        [(i, rng.choice([*"ABCDEFGHZ", None]), _at(rng.randint(11, 15)), 200, i)
+         for i in range(80)],
+        "id long, currency string, order_time timestamp_ntz, _commit_version long, "
+        "_position long",
+    )
+    events = state.unionByName(arriving)
+    answered, older = split_marked_rows(
+        mark_rows_needing_history(late, events, plan, horizon_ms)
+    )
+    from_state = matched_versions(plan, answered, events).collect()
+    from_history = matched_versions(plan, answered, history.unionByName(arriving)).collect()
+    assert sorted(from_state) == sorted(from_history)
+    counts = (answered.count(), len(from_state), older.count())
+    assert counts[0] + counts[2] == late.count()
+    assert counts[0] > 20 and counts[1] > 10 and counts[2] > 10, counts  # both kinds occur

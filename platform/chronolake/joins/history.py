@@ -2,9 +2,10 @@
 
 A late probe row (at or below the join's state horizon) joins the version of its key valid at
 its rowtime among all build events so far, so the runtime keeps every build event in a history
-table. Handing the whole history to the as-of join makes a run with a handful of late rows
-cost in proportion to the history's age; cutting it first to the events that can decide those
-rows makes that work follow the late rows' keys and the time span they reach back.
+table. Most late rows do not need it: state still holds the version valid at their rowtime
+(`mark_rows_needing_history`). For the others, handing the whole history to the as-of join
+makes a run cost in proportion to the history's age; cutting it first to the events that can
+decide those rows makes that work follow the late rows' keys and the time span they reach back.
 """
 
 from __future__ import annotations
@@ -20,6 +21,53 @@ _KEY = "__lh_k"
 _EARLIEST = "__lh_lo"
 _LATEST = "__lh_hi"
 _FLOOR = "__lh_floor"
+_NEEDS_HISTORY = "__lh_needs_history"
+
+
+def mark_rows_needing_history(
+    late: DataFrame, events: DataFrame, plan: TemporalJoinPlan, horizon_ms: int
+) -> DataFrame:
+    """`late` probe rows with `__lh_needs_history`: true for a row older than its key's
+    latest version at or below the horizon (its *floor*).
+
+    `events` are the state's versions plus this run's build events. State keeps every event
+    newer than the horizon and, per key, the latest one at or below it
+    (`chronolake.joins.versions.retained_versions`), so every event it no longer holds is at
+    or before that floor's time, and loses the tie there to the floor, a later arrival. A
+    row at or after its key's floor therefore meets the same version among `events` as
+    among the whole history; only a row before it can meet a version that left state. A key
+    without a floor has no event at or below the horizon outside state either. The floor is
+    taken over `events`, this run's late build events included: one of those can only raise
+    it, which sends more rows to the history, never fewer.
+    """
+    assert plan.build_time is not None, "an event-time join has a build time"
+    keys = [f"{_KEY}{i}" for i in range(len(plan.build_keys))]
+    build_ms = F.unix_micros(F.col(quote(plan.build_time)).cast("timestamp")) / 1000
+    floors = (
+        events.where(is_version_event(ROW_KIND if ROW_KIND in events.columns else None))
+        .where(build_ms <= horizon_ms)
+        .groupBy(*[F.col(quote(k)).alias(name) for k, name in zip(plan.build_keys, keys,
+                                                                     strict=True)])
+        .agg(F.max(F.col(quote(plan.build_time)).cast("timestamp")).alias(_FLOOR))
+    )
+    same_key = [
+        F.col(quote(p)) == F.col(name) for p, name in zip(plan.probe_keys, keys, strict=True)
+    ]
+    probe_time = F.col(quote(plan.probe_time)).cast("timestamp")
+    return late.join(floors, on=all_of(same_key), how="left").select(
+        *[F.col(quote(c)) for c in late.columns],
+        F.coalesce(probe_time < F.col(_FLOOR), F.lit(False)).alias(_NEEDS_HISTORY),
+    )
+
+
+def split_marked_rows(marked: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """`mark_rows_needing_history`'s rows as (those state answers, those that need the
+    history), without the marker."""
+    marker = F.col(_NEEDS_HISTORY)
+    return (
+        marked.where(~marker).drop(_NEEDS_HISTORY),
+        marked.where(marker).drop(_NEEDS_HISTORY),
+    )
 
 
 def history_for_late_rows(

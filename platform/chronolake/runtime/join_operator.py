@@ -4,8 +4,9 @@ Event time (`FOR SYSTEM_TIME AS OF o.rowtime`): a probe row is emitted once the
 combined watermark of both inputs reaches its rowtime and joins the version of
 its key valid then among the build events arrived so far. State keeps the
 build versions newer than the watermark plus the latest one at or below it;
-every build event is also appended to the history, where a late probe row (at
-or below the state's horizon) finds the version valid at its rowtime.
+every build event is also appended to the history. A late probe row (at or
+below the state's horizon) joins the version valid at its rowtime: from state
+when it is not older than its key's latest version there, else from the history.
 
 Processing time (`FOR SYSTEM_TIME AS OF o.proctime`): probe rows wait until the
 build side's watermark follows processing time (a source without watermarks at
@@ -22,7 +23,11 @@ from pyspark.sql import functions as F
 
 from chronolake.catalog import Catalog
 from chronolake.errors import DefinitionError
-from chronolake.joins.history import history_for_late_rows
+from chronolake.joins.history import (
+    history_for_late_rows,
+    mark_rows_needing_history,
+    split_marked_rows,
+)
 from chronolake.joins.temporal import join_query, latest_versions, matched_latest, matched_versions
 from chronolake.joins.versions import STALE_VERSION, mark_stale_versions, retained_versions
 from chronolake.runtime.inputs import InputRead
@@ -82,13 +87,14 @@ class TemporalJoinOperator(Operator):
             matched = matched_versions(self.plan, ready, events)
         else:
             fresh, late = ready.where(rowtime_ms > horizon), ready.where(rowtime_ms <= horizon)
-            matched = matched_versions(self.plan, fresh, events)
+            from_history = None
             if late.limit(1).count():
-                stored = context.history()
-                history = new_events if stored is None else stored.unionByName(new_events)
-                # one scan of the history, cut to the events the late rows can meet
-                needed = reused(history_for_late_rows(history, late, self.plan))
-                matched = matched.unionByName(matched_versions(self.plan, late, needed))
+                answered, from_history = self._late_rows(context, late, events, new_events,
+                                                         horizon)
+                fresh = fresh.unionByName(answered)
+            matched = matched_versions(self.plan, fresh, events)
+            if from_history is not None:
+                matched = matched.unionByName(from_history)
         matched = reused(matched)  # used by the output and by the figures
         output = reused(join_query(self.plan, without_annotations(ready), matched))
         retained = reused(
@@ -139,6 +145,23 @@ class TemporalJoinOperator(Operator):
     def build_time(self) -> str:
         assert self.plan.build_time is not None
         return self.plan.build_time
+
+    def _late_rows(
+        self, context: RunContext, late: DataFrame, events: DataFrame, new_events: DataFrame,
+        horizon: int,
+    ) -> tuple[DataFrame, DataFrame | None]:
+        """The late probe rows `events` (state and this run's build events) answer, those not
+        older than their key's version in state; and the versions the others meet in the
+        history (None when there are none)."""
+        marked = reused(mark_rows_needing_history(late, events, self.plan, horizon))
+        answered, older = split_marked_rows(marked)
+        if not older.limit(1).count():
+            return answered, None
+        stored = context.history()
+        history = new_events if stored is None else stored.unionByName(new_events)
+        # one scan of the history, cut to the events the older late rows can meet
+        needed = reused(history_for_late_rows(history, older, self.plan))
+        return answered, matched_versions(self.plan, older, needed)
 
     def _version_events(self, context: RunContext, new_rows: DataFrame) -> DataFrame:
         """State versions plus this run's build events (`__tj_new` marks the latter); for a

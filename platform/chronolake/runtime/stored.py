@@ -8,7 +8,6 @@ and history tables, `source_commit_version` in side tables.
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from chronolake.lake.changelog import SYSTEM_COLUMNS
 
@@ -18,13 +17,9 @@ SOURCE_PREFIX = "source"
 
 def stored(frame: DataFrame, *, prefix: str = STATE_PREFIX) -> DataFrame:
     """`frame` with its system columns renamed for storage (`_position` → `state_position`)."""
-    return frame.select(
-        *[F.col(f"`{c}`").alias(f"{prefix}{c}" if c in SYSTEM_COLUMNS else c)
-          for c in frame.columns]
-    )
+    return frame.withColumnsRenamed({c: f"{prefix}{c}" for c in SYSTEM_COLUMNS})
 
 
 def from_stored(frame: DataFrame) -> DataFrame:
     """State or history rows as the changelog they were stored from."""
-    renamed = {f"{STATE_PREFIX}{c}": c for c in SYSTEM_COLUMNS}
-    return frame.select(*[F.col(f"`{c}`").alias(renamed.get(c, c)) for c in frame.columns])
+    return frame.withColumnsRenamed({f"{STATE_PREFIX}{c}": c for c in SYSTEM_COLUMNS})
