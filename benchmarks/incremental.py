@@ -17,7 +17,8 @@ late rows) and what Spark did, read from Spark's status store for the stages of 
 rows read from files (`input_records`: inputs, state and history tables), rows written
 (`output_records`: output, state, history, late rows), executor CPU seconds and stage count,
 and the size of the view's version history table before the run (from its Delta log): a run
-with late rows older than their keys' versions in state scans that table once.
+with late rows older than their keys' versions in state reads the pages of that table that
+hold those rows' keys.
 The ratios of each increment against the first run, all in one process, are the result;
 the report is printed and written as JSON under `benchmarks/results/`.
 

@@ -3,7 +3,8 @@
 A late probe row joins the version of its key valid at its rowtime among all build events so
 far. A row not older than its key's latest version in state meets it there and reads no
 history (`mark_rows_needing_history`); for the others `history_for_late_rows` cuts the history
-to the events that decide them before the join. Neither may change a single match: ties at the
+to the events that decide them before the join, and the scan reads only the pages of the history
+table that hold those rows' keys (`history_lookup`). None may change a single match: ties at the
 probe's time go to the later arrival, a `-D` ends (or, at the same time, erases) a version,
 `-U` rows are never versions."""
 
@@ -22,7 +23,9 @@ from pyspark.sql import functions as F
 
 from chronolake import Catalog
 from chronolake.joins.history import (
+    LOOKUP_KEYS,
     history_for_late_rows,
+    history_lookup,
     mark_rows_needing_history,
     split_marked_rows,
 )
@@ -251,6 +254,61 @@ def test_the_cut_history_gives_every_late_row_the_same_version(
     assert sorted(kept.collect()) == sorted(full.collect())
     assert len(full.collect()) > 20  # the case is not trivially empty
     assert cut.count() < history.count() / 2  # and the cut does cut
+
+    # The scan's literal filter keeps every event the cut needs.
+    lookup = history_lookup(late, plan, history.schema)
+    assert lookup.needed and lookup.condition is not None
+    looked_up = history.where(lookup.condition)
+    from_lookup = matched_versions(plan, late, history_for_late_rows(looked_up, late, plan))
+    assert sorted(from_lookup.collect()) == sorted(full.collect())
+    assert looked_up.count() < history.count()
+
+
+def _stages(spark: SparkSession) -> list:
+    """Spark's status store's record of each stage so far (one record a stage)."""
+    context = spark.sparkContext
+    no_quantiles = context._gateway.new_array(context._jvm.double, 0)  # type: ignore[union-attr]
+    stages = context._jsc.sc().statusStore().stageList(  # type: ignore[union-attr]
+        None, False, False, no_quantiles, None
+    )
+    return [stages.apply(i) for i in range(stages.size())]
+
+
+def test_a_late_run_reads_only_the_history_pages_of_its_keys(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    catalog = _catalog(tmp_path, spark)
+    keys = [f"C{i:03d}" for i in range(200)]
+    history = [_rate(key, 1000 * i + m, m, "+I" if m == 0 else "+U")
+               for m in range(60) for i, key in enumerate(keys)]
+    write_commits(tmp_path / "rates", [history], schema=_RATES, cdf=False)
+    write_commits(tmp_path / "orders", [[_order(1, "C000", 70)]], schema=_ORDERS, cdf=False)
+    table = DerivedTable(catalog, "enriched")
+    table.run()  # watermark 59: state keeps each key's version at 59
+
+    # Orders older than their keys' versions in state: only the history answers them.
+    write_commits(tmp_path / "rates", [[_rate("C000", 5, 61)]], schema=_RATES, cdf=False)
+    write_commits(tmp_path / "orders", [[_order(10, "C007", 10), _order(11, "C123", 20),
+                                         _order(12, "C199", 30)]], schema=_ORDERS, cdf=False)
+    before = {stage.stageId() for stage in _stages(spark)}
+    second = table.run()
+    read = sum(stage.inputRecords() for stage in _stages(spark) if stage.stageId() not in before)
+
+    assert second.figures["late_probe_rows"] == 3
+    assert _emitted(tmp_path) == {10: 7_010, 11: 123_020, 12: 199_030}
+    # A key's 60 events lie on a page or two of the history; the run reads those pages (and
+    # state's 200 versions, a few times), not the history's 12,000 events.
+    assert read < len(history) / 4, read
+
+
+def test_late_rows_of_many_keys_read_the_history_whole(tmp_path: Path, spark: SparkSession) -> None:
+    plan = _plan(_catalog(tmp_path, spark))
+    history = _random_history(spark, random.Random(1))
+    many = spark.range(LOOKUP_KEYS + 1).select(
+        F.format_string("K%d", "id").alias("currency"), F.lit(_at(1)).alias("order_time")
+    )
+    assert history_lookup(many, plan, history.schema) == (True, None)
+    assert history_lookup(many.limit(0), plan, history.schema) == (False, None)
 
 
 def test_late_rows_state_answers_meet_the_version_the_history_gives(

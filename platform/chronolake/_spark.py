@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -82,6 +83,28 @@ def local_spark_session(app_name: str = "chronolake") -> SparkSession:
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+_PAGE_ROWS = "parquet.page.row.count.limit"
+
+
+@contextmanager
+def parquet_pages_of(spark: SparkSession, rows: int) -> Iterator[None]:
+    """Parquet files this session writes meanwhile hold at most `rows` rows a page.
+
+    parquet-mr takes the limit from the Hadoop configuration, which Spark builds for each
+    write from the session's settings; a writer option would reach only plain Parquet
+    writes, not a Delta writer's.
+    """
+    previous = spark.conf.get(_PAGE_ROWS, None)
+    spark.conf.set(_PAGE_ROWS, str(rows))
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(_PAGE_ROWS)
+        else:
+            spark.conf.set(_PAGE_ROWS, previous)
 
 
 Row = Sequence[str | int | None]

@@ -6,16 +6,40 @@ table. Most late rows do not need it: state still holds the version valid at the
 (`mark_rows_needing_history`). For the others, handing the whole history to the as-of join
 makes a run cost in proportion to the history's age; cutting it first to the events that can
 decide those rows makes that work follow the late rows' keys and the time span they reach back.
+
+The history table is laid out for that cut: each file sorted by key, then time, in small
+Parquet pages (`sorted_for_lookups`, `HISTORY_PAGE_ROWS`), and the late rows' keys reach the
+scan as literals (`history_lookup`), which Parquet checks against each page's min and max,
+so a run reads the pages holding those keys' events instead of the whole table.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from typing import NamedTuple
+
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    DataType,
+    DateType,
+    DecimalType,
+    IntegralType,
+    StringType,
+    StructType,
+)
 
 from chronolake.joins._columns import all_of, is_version_event, quote
 from chronolake.lake.changelog import ROW_KIND
 from chronolake.sql.temporal import TemporalJoinPlan
+
+HISTORY_PAGE_ROWS = 256
+"""Rows per Parquet page of the history table: a lookup of one key reads about a page or two
+of its events (Parquet's default is 20,000 rows a page)."""
+
+LOOKUP_KEYS = 256
+"""Most distinct keys of late rows named in the history scan; with more, the scan reads the
+whole history (Spark cannot push a join's keys into Parquet, only literals)."""
 
 _KEY = "__lh_k"
 _EARLIEST = "__lh_lo"
@@ -58,6 +82,87 @@ def mark_rows_needing_history(
         *[F.col(quote(c)) for c in late.columns],
         F.coalesce(probe_time < F.col(_FLOOR), F.lit(False)).alias(_NEEDS_HISTORY),
     )
+
+
+class HistoryLookup(NamedTuple):
+    """What the late rows that state cannot answer need of the history."""
+
+    needed: bool
+    """Whether any late row needs it."""
+    condition: Column | None
+    """A filter of the history to what those rows can meet, in literals Parquet skips pages
+    with; None when the history is read whole (too many keys, or key types not listed)."""
+
+
+def sorted_for_lookups(events: DataFrame, plan: TemporalJoinPlan) -> DataFrame:
+    """Build events in the history table's layout: a run's files hold disjoint key ranges,
+    each sorted by key, then time. A key's events share a page or two, and a lookup skips
+    the pages (and files) whose key range leaves the key out; with files of interleaved keys
+    (hash partitioning) a missing key would still fall inside a page's range in every file."""
+    assert plan.build_time is not None, "an event-time join has a build time"
+    keys = [F.col(quote(k)) for k in plan.build_keys]
+    return events.repartitionByRange(*keys).sortWithinPartitions(
+        *keys, F.col(quote(plan.build_time))
+    )
+
+
+def history_lookup(late: DataFrame, plan: TemporalJoinPlan, history: StructType) -> HistoryLookup:
+    """Whether `late` probe rows need the history (schema `history`) and, when they have at
+    most `LOOKUP_KEYS` distinct keys, the filter `(key = k AND time <= t_k) OR ...` with t_k
+    the latest rowtime among key k's late rows: every event `history_for_late_rows` keeps for
+    them, and none of other keys or later times.
+
+    One small Spark job brings the keys and times to the driver, as data skipping needs
+    them there. Keys are named as literals only where probe and build key have the same
+    type and that type's literal is exact (integers, strings, booleans, dates, decimals);
+    otherwise the filter is None. Times go as epoch microseconds, whatever the session's
+    time zone.
+    """
+    assert plan.build_time is not None, "an event-time join has a build time"
+    latest = F.max(F.unix_micros(F.col(quote(plan.probe_time)).cast("timestamp")))
+    keyed = late.where(all_of([F.col(quote(k)).isNotNull() for k in plan.probe_keys]))
+    # metadata-sized: one row per late key, LOOKUP_KEYS + 1 at most
+    bounds = (
+        keyed.groupBy(*[F.col(quote(k)) for k in plan.probe_keys])
+        .agg(latest.alias(_LATEST))
+        .limit(LOOKUP_KEYS + 1)
+        .collect()
+    )
+    if not bounds:
+        return HistoryLookup(needed=False, condition=None)
+    key_types = [history[k].dataType for k in plan.build_keys]
+    listable = len(bounds) <= LOOKUP_KEYS and all(
+        _has_exact_literals(t) and late.schema[p].dataType == t
+        for p, t in zip(plan.probe_keys, key_types, strict=True)
+    )
+    if not listable:
+        return HistoryLookup(needed=True, condition=None)
+    time_type = history[plan.build_time].dataType
+    terms = [
+        all_of([
+            *[
+                F.col(quote(k)) == F.lit(row[i]).cast(t)
+                for i, (k, t) in enumerate(zip(plan.build_keys, key_types, strict=True))
+            ],
+            F.col(quote(plan.build_time))
+            <= F.timestamp_micros(F.lit(row[_LATEST])).cast(time_type),
+        ])
+        for row in bounds
+    ]
+    return HistoryLookup(needed=True, condition=_any_of(terms))
+
+
+def _has_exact_literals(data_type: DataType) -> bool:
+    """Whether values of `data_type` come back from the driver as the same literal."""
+    return isinstance(data_type, IntegralType | StringType | BooleanType | DateType | DecimalType)
+
+
+def _any_of(conditions: list[Column]) -> Column:
+    """The disjunction as a balanced tree (hundreds of terms, shallow plans)."""
+    while len(conditions) > 1:
+        pairs = zip(conditions[::2], conditions[1::2], strict=False)
+        conditions = [a | b for a, b in pairs] + conditions[len(conditions) // 2 * 2:]
+    return conditions[0]
 
 
 def split_marked_rows(marked: DataFrame) -> tuple[DataFrame, DataFrame]:

@@ -23,9 +23,11 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame
 
+from chronolake._spark import parquet_pages_of
 from chronolake.catalog import Catalog
 from chronolake.clock import Clock, WallClock
 from chronolake.errors import DefinitionError, RunError
+from chronolake.joins.history import HISTORY_PAGE_ROWS
 from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore, InputPosition, RunIntent
 from chronolake.runtime.faults import FaultPoint, fault_point
 from chronolake.runtime.inputs import (
@@ -367,7 +369,8 @@ class DerivedTable:
         write(stored(step.late, prefix=SOURCE_PREFIX), self.late_path, f"{app}/late")
         fault_point(FaultPoint.AFTER_SIDE_OUTPUT)
         if step.history is not None:
-            write(stored(step.history), self.history_path, f"{app}/history")
+            with parquet_pages_of(self.catalog.spark, HISTORY_PAGE_ROWS):
+                write(stored(step.history), self.history_path, f"{app}/history")
         shutil.rmtree(self.store.state_dir(run), ignore_errors=True)  # a killed attempt's
         for role, frame in step.state.items():
             backend.append_dataframe(

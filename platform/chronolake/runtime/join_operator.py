@@ -25,7 +25,9 @@ from chronolake.catalog import Catalog
 from chronolake.errors import DefinitionError
 from chronolake.joins.history import (
     history_for_late_rows,
+    history_lookup,
     mark_rows_needing_history,
+    sorted_for_lookups,
     split_marked_rows,
 )
 from chronolake.joins.temporal import join_query, latest_versions, matched_latest, matched_versions
@@ -106,7 +108,7 @@ class TemporalJoinOperator(Operator):
             output=output,
             late=late_rows,
             state={"pending": pending, "versions": retained},
-            history=new_events,
+            history=sorted_for_lookups(new_events, self.plan),
             figures=figures,
         )
 
@@ -155,10 +157,13 @@ class TemporalJoinOperator(Operator):
         history (None when there are none)."""
         marked = reused(mark_rows_needing_history(late, events, self.plan, horizon))
         answered, older = split_marked_rows(marked)
-        if not older.limit(1).count():
+        lookup = history_lookup(older, self.plan, new_events.schema)
+        if not lookup.needed:
             return answered, None
         stored = context.history()
         history = new_events if stored is None else stored.unionByName(new_events)
+        if lookup.condition is not None:
+            history = history.where(lookup.condition)  # the pages of the older rows' keys
         # one scan of the history, cut to the events the older late rows can meet
         needed = reused(history_for_late_rows(history, older, self.plan))
         return answered, matched_versions(self.plan, older, needed)
