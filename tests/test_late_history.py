@@ -24,9 +24,11 @@ from pyspark.sql import functions as F
 from chronolake import Catalog
 from chronolake.joins.history import (
     LOOKUP_KEYS,
+    ONE_FILE_MAX_ROWS,
     history_for_late_rows,
     history_lookup,
     mark_rows_needing_history,
+    sorted_for_lookups,
     split_marked_rows,
 )
 from chronolake.joins.temporal import matched_versions
@@ -299,6 +301,27 @@ def test_a_late_run_reads_only_the_history_pages_of_its_keys(
     # A key's 60 events lie on a page or two of the history; the run reads those pages (and
     # state's 200 versions, a few times), not the history's 12,000 events.
     assert read < len(history) / 4, read
+
+
+@pytest.mark.parametrize("rows", [1_000, ONE_FILE_MAX_ROWS + 1], ids=["one file", "ranges"])
+def test_history_files_hold_disjoint_key_ranges_sorted_by_key_and_time(
+    tmp_path: Path, spark: SparkSession, rows: int
+) -> None:
+    plan = _plan(_catalog(tmp_path, spark))
+    events = _random_history(spark, random.Random(3)).where(F.col("currency").isNotNull())
+    spark.conf.set("spark.sql.adaptive.enabled", "false")  # keep every range partition
+    try:
+        files = sorted_for_lookups(events.repartition(3), plan, rows).rdd.glom().collect()
+    finally:
+        spark.conf.unset("spark.sql.adaptive.enabled")
+    files = [f for f in files if f]
+    assert len(files) == (1 if rows <= ONE_FILE_MAX_ROWS else 4)
+    for rows_of_file in files:
+        order = [(r.currency, r.currency_time is not None, r.currency_time) for r in rows_of_file]
+        assert order == sorted(order)
+    ranges = sorted((f[0].currency, f[-1].currency) for f in files)
+    assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+    assert sum(len(f) for f in files) == events.count()
 
 
 def test_late_rows_of_many_keys_read_the_history_whole(tmp_path: Path, spark: SparkSession) -> None:

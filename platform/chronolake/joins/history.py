@@ -37,6 +37,9 @@ HISTORY_PAGE_ROWS = 256
 """Rows per Parquet page of the history table: a lookup of one key reads about a page or two
 of its events (Parquet's default is 20,000 rows a page)."""
 
+ONE_FILE_MAX_ROWS = 1_000_000
+"""Most build events a run writes to the history as one file (one task sorts them)."""
+
 LOOKUP_KEYS = 256
 """Most distinct keys of late rows named in the history scan; with more, the scan reads the
 whole history (Spark cannot push a join's keys into Parquet, only literals)."""
@@ -94,16 +97,19 @@ class HistoryLookup(NamedTuple):
     with; None when the history is read whole (too many keys, or key types not listed)."""
 
 
-def sorted_for_lookups(events: DataFrame, plan: TemporalJoinPlan) -> DataFrame:
-    """Build events in the history table's layout: a run's files hold disjoint key ranges,
-    each sorted by key, then time. A key's events share a page or two, and a lookup skips
-    the pages (and files) whose key range leaves the key out; with files of interleaved keys
-    (hash partitioning) a missing key would still fall inside a page's range in every file."""
+def sorted_for_lookups(events: DataFrame, plan: TemporalJoinPlan, rows: int) -> DataFrame:
+    """A run's `rows` build events in the history table's layout: files of disjoint key
+    ranges, each sorted by key, then time. A key's events share a page or two, and a lookup
+    skips the pages and files whose key range leaves the key out. (With hash partitioning
+    every file would hold a page whose range spans a missing key.)
+
+    Up to `ONE_FILE_MAX_ROWS` rows go to one file, sorted in one task: a range partitioning
+    costs two Spark jobs (sampling, then the shuffle), most of a small run's commit.
+    """
     assert plan.build_time is not None, "an event-time join has a build time"
     keys = [F.col(quote(k)) for k in plan.build_keys]
-    return events.repartitionByRange(*keys).sortWithinPartitions(
-        *keys, F.col(quote(plan.build_time))
-    )
+    spread = events.coalesce(1) if rows <= ONE_FILE_MAX_ROWS else events.repartitionByRange(*keys)
+    return spread.sortWithinPartitions(*keys, F.col(quote(plan.build_time)))
 
 
 def history_lookup(late: DataFrame, plan: TemporalJoinPlan, history: StructType) -> HistoryLookup:

@@ -108,7 +108,7 @@ class TemporalJoinOperator(Operator):
             output=output,
             late=late_rows,
             state={"pending": pending, "versions": retained},
-            history=sorted_for_lookups(new_events, self.plan),
+            history=sorted_for_lookups(new_events, self.plan, figures["build_rows_in"]),
             figures=figures,
         )
 
