@@ -309,13 +309,14 @@ def test_history_files_hold_disjoint_key_ranges_sorted_by_key_and_time(
 ) -> None:
     plan = _plan(_catalog(tmp_path, spark))
     events = _random_history(spark, random.Random(3)).where(F.col("currency").isNotNull())
+    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
     spark.conf.set("spark.sql.adaptive.enabled", "false")  # keep every range partition
     try:
         files = sorted_for_lookups(events.repartition(3), plan, rows).rdd.glom().collect()
     finally:
-        spark.conf.unset("spark.sql.adaptive.enabled")
+        spark.conf.set("spark.sql.adaptive.enabled", adaptive)
     files = [f for f in files if f]
-    assert len(files) == (1 if rows <= ONE_FILE_MAX_ROWS else 4)
+    assert (len(files) == 1) == (rows <= ONE_FILE_MAX_ROWS)
     for rows_of_file in files:
         order = [(r.currency, r.currency_time is not None, r.currency_time) for r in rows_of_file]
         assert order == sorted(order)
