@@ -1,0 +1,101 @@
+"""A local Spark Connect server, started from the pyspark package's own Spark.
+
+A run through Spark Connect (`spark.remote`) does its Spark work in a server that outlives
+the run, so runs skip the JVM's start and warm-up. `python -m chronolake.connect_server
+[PORT]` runs one in the foreground (port 15002 by default); the tests and the run-overhead
+benchmark start one on a free port with `running_connect_server`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyspark
+
+from chronolake._spark import local_spark_conf
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+DEFAULT_PORT = 15002
+START_TIMEOUT_SECONDS = 180.0
+SPARK_HOME = Path(pyspark.__file__).parent
+"""The Spark distribution inside the pyspark package (its jars include Spark Connect's)."""
+
+
+def server_command(port: int) -> list[str]:
+    """`spark-submit` for a Connect server on `port`, with the local session's settings."""
+    conf = {**local_spark_conf(), "spark.connect.grpc.binding.port": str(port)}
+    command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", "local[*]"]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    return [*command, "--class", SERVER_CLASS, "--name", "chronolake-connect", "spark-internal"]
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def running_connect_server(log: Path) -> Iterator[str]:
+    """A Connect server on a free local port, its output in `log`; yields its `sc://` URL
+    once it accepts connections, and stops it (its whole process group) on exit."""
+    port = free_port()
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            server_command(port), stdout=out, stderr=subprocess.STDOUT,
+            env={**os.environ, "SPARK_HOME": str(SPARK_HOME)}, start_new_session=True,
+        )
+    try:
+        _wait_for(server, port, log)
+        yield f"sc://localhost:{port}"
+    finally:
+        _stop(server)
+
+
+def _wait_for(server: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"the Spark Connect server exited with {server.returncode}:\n{tail}")
+        try:
+            with socket.create_connection(("localhost", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.5)
+    raise RuntimeError(
+        f"the Spark Connect server did not listen on port {port} within "
+        f"{START_TIMEOUT_SECONDS:.0f} s; see {log}"
+    )
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    if server.poll() is not None:
+        return
+    os.killpg(server.pid, signal.SIGTERM)
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
+def main() -> None:
+    """Run a server in the foreground on the port given (else `DEFAULT_PORT`)."""
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_PORT
+    command = server_command(port)
+    os.execve(command[0], command, {**os.environ, "SPARK_HOME": str(SPARK_HOME)})
+
+
+if __name__ == "__main__":
+    main()
