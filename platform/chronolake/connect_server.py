@@ -38,6 +38,11 @@ def server_command(port: int) -> list[str]:
     return [*command, "--class", SERVER_CLASS, "--name", "chronolake-connect", "spark-internal"]
 
 
+def server_environment() -> dict[str, str]:
+    """This process's environment, with `SPARK_HOME` at the pyspark package's Spark."""
+    return {**os.environ, "SPARK_HOME": str(SPARK_HOME)}
+
+
 def free_port() -> int:
     """A TCP port nothing listens on now."""
     with socket.socket() as probe:
@@ -53,7 +58,7 @@ def running_connect_server(log: Path) -> Iterator[str]:
     with log.open("wb") as out:
         server = subprocess.Popen(
             server_command(port), stdout=out, stderr=subprocess.STDOUT,
-            env={**os.environ, "SPARK_HOME": str(SPARK_HOME)}, start_new_session=True,
+            env=server_environment(), start_new_session=True,
         )
     try:
         _wait_for(server, port, log)
@@ -94,7 +99,7 @@ def main() -> None:
     """Run a server in the foreground on the port given (else `DEFAULT_PORT`)."""
     port = int(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_PORT
     command = server_command(port)
-    os.execve(command[0], command, {**os.environ, "SPARK_HOME": str(SPARK_HOME)})
+    os.execve(command[0], command, server_environment())
 
 
 if __name__ == "__main__":
