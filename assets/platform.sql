@@ -1,6 +1,7 @@
 -- The reference platform: declared once, shown in Dagster, queried with Flink SQL.
 
--- Orders land append-only; their event time is order_time, at most 5 s out of order.
+-- Orders arrive as a CDC changelog: new orders, corrections (updates) and cancellations
+-- (deletes), keyed by order_id; their event time is order_time, at most 5 s out of order.
 -- Orders and rates form a watermark alignment group (FLIP-217): in a catch-up run, read in
 -- ticks of at most 5000 rows, neither source runs more than 10 minutes ahead of the other.
 CREATE TABLE orders (
@@ -9,11 +10,12 @@ CREATE TABLE orders (
   amount DECIMAL(10, 2),
   order_time TIMESTAMP(3),
   proc_time AS PROCTIME(),
-  WATERMARK FOR order_time AS order_time - INTERVAL '5' SECOND
+  WATERMARK FOR order_time AS order_time - INTERVAL '5' SECOND,
+  PRIMARY KEY (order_id) NOT ENFORCED
 ) WITH (
   'connector' = 'delta',
   'path' = 'orders',
-  'changelog' = 'append',
+  'changelog' = 'cdf',
   'scan.max-rows-per-tick' = '5000',
   'scan.watermark.alignment.group' = 'fx',
   'scan.watermark.alignment.max-drift' = '10 min'
@@ -59,6 +61,8 @@ FROM (
 WHERE rownum = 1;
 
 -- Each order with the rate valid at its order time (event-time temporal join, FLIP-132).
+-- A derived table keyed by order_id: a corrected order updates its row (-U/+U), a cancelled
+-- one retracts it (-D); each commit records the join's output watermark.
 CREATE VIEW orders_enriched AS
 SELECT o.order_id, o.currency, o.amount, o.order_time,
        r.rate, r.currency_time AS rate_time, o.amount * r.rate AS amount_usd
@@ -78,4 +82,12 @@ ON o.currency = r.currency;
 CREATE VIEW orders_per_currency AS
 SELECT window_start, window_end, currency, COUNT(*) AS orders, SUM(amount) AS total_amount
 FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(order_time), INTERVAL '10' MINUTES))
+GROUP BY window_start, window_end, currency;
+
+-- The second hop: revenue in USD per currency per 15 minutes of order time, aggregated from
+-- orders_enriched's change feed (its watermark is the one orders_enriched's commits record).
+-- Corrections and cancellations that arrive before a window closes are applied to it.
+CREATE VIEW revenue_per_currency AS
+SELECT window_start, window_end, currency, COUNT(*) AS orders, SUM(amount_usd) AS revenue_usd
+FROM TABLE(TUMBLE(TABLE orders_enriched, DESCRIPTOR(order_time), INTERVAL '15' MINUTES))
 GROUP BY window_start, window_end, currency;

@@ -40,7 +40,8 @@ from deltalake import write_deltalake
 from chronolake._spark import local_spark_session
 from chronolake.catalog import Catalog
 from chronolake.lake import DeltaRsBackend
-from chronolake.runtime.derived import DerivedTable, output_path
+from chronolake.lake.layout import output_path
+from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.result import RunResult
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -35,7 +35,8 @@ from pyspark.sql import functions as F
 from chronolake.alignment import ALLOW_UNALIGNED_SOURCE_SPLITS
 from chronolake.catalog import Catalog
 from chronolake.errors import RunError
-from chronolake.runtime.derived import DerivedTable, output_path
+from chronolake.lake.layout import output_path
+from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.faults import FaultPoint
 from chronolake.runtime.result import RunResult
 from chronolake.runtime.ticks import _commit_chunks

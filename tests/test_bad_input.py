@@ -31,7 +31,8 @@ from pyspark.sql import functions as F
 from chronolake.catalog import Catalog
 from chronolake.demo import DEMO_START, ORDERS_SCHEMA, append_orders
 from chronolake.errors import SourceError
-from chronolake.runtime.derived import DerivedTable, output_path
+from chronolake.lake.layout import output_path
+from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.refresh import full_refresh
 from chronolake.runtime.result import RunStatus
 from chronolake.watermarks._late import REASON_COLUMN, LateReason

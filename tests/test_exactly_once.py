@@ -37,8 +37,9 @@ from pyspark.sql import DataFrame, SparkSession
 from chronolake.catalog import Catalog
 from chronolake.errors import RunError
 from chronolake.lake import DeltaRsBackend
+from chronolake.lake.layout import output_path
 from chronolake.runtime.checkpoint import Checkpoint
-from chronolake.runtime.derived import DerivedTable, output_path
+from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.faults import FaultPoint
 from chronolake.runtime.lock import lock_path, run_lock
 from chronolake.runtime.result import RunResult, RunStatus

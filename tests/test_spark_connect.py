@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from chronolake import Catalog
 from chronolake.connect_server import running_connect_server
 from chronolake.demo import build_demo_lake
-from chronolake.runtime.derived import output_path
+from chronolake.lake.layout import output_path
 from chronolake.runtime.views import materialize_view
 
 ROOT = Path(__file__).resolve().parent.parent

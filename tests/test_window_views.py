@@ -23,11 +23,13 @@ from chronolake.catalog import Catalog
 from chronolake.clock import ManualClock
 from chronolake.errors import DefinitionError, RunError
 from chronolake.lake import DeltaRsBackend
-from chronolake.runtime.derived import LATE_ROOT, DerivedTable, output_path
+from chronolake.lake.layout import LATE_ROOT, output_path
+from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.faults import FaultPoint
 from chronolake.runtime.result import RunResult, RunStatus
-from chronolake.runtime.views import is_incremental, materialize_view
+from chronolake.runtime.views import materialize_view
 from chronolake.sql.ddl import parse_statements
+from chronolake.sql.view_kinds import is_derived
 from chronolake.sql.window import WindowItem, is_window_aggregate, plan_window_aggregate
 from chronolake.watermarks import REASON_COLUMN, WATERMARK_COLUMN
 
@@ -369,7 +371,7 @@ def test_window_views_run_incrementally() -> None:
     assert is_window_aggregate(window)
     assert not is_window_aggregate("SELECT customer, COUNT(*) FROM orders GROUP BY customer")
     [view] = parse_statements(f"CREATE VIEW w AS {window}", catalog=CATALOG)
-    assert is_incremental(view)  # type: ignore[arg-type]
+    assert is_derived(view)  # type: ignore[arg-type]
 
 
 def _select(body: str) -> str:

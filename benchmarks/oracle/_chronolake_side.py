@@ -18,7 +18,8 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from chronolake.catalog import Catalog
-from chronolake.runtime.derived import DerivedTable, output_path
+from chronolake.lake.layout import output_path
+from chronolake.runtime.derived import DerivedTable
 
 _PROBE = pa.schema([("id", pa.int64()), ("k", pa.string()), ("ts", pa.timestamp("us"))])
 _BUILD = pa.schema([("k", pa.string()), ("v", pa.int64()), ("ts", pa.timestamp("us"))])

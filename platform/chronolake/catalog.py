@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from chronolake._atomic import write_text_atomically
 from chronolake._spark import local_spark_session
-from chronolake.errors import DefinitionError
+from chronolake.errors import DefinitionError, SourceError
 from chronolake.joins.temporal import (
     join_query,
     latest_versions,
@@ -27,14 +27,16 @@ from chronolake.joins.temporal import (
 )
 from chronolake.joins.versions import forward_newer_versions
 from chronolake.lake import LakeBackend, backend_for
+from chronolake.lake.layout import CATALOG_ROOT, output_path
+from chronolake.lake.reader import latest_per_key
 from chronolake.relations import changelog_dataframe, relation_dataframe
-from chronolake.schema import TableSpec, ViewSpec
+from chronolake.schema import ChangelogMode, TableSpec, ViewSpec
 from chronolake.sql.ddl import QueryStatement, parse_statements
 from chronolake.sql.query import referenced_tables, temporal_joins, to_spark
 from chronolake.sql.temporal import TemporalJoinPlan, TimeMode, plan_temporal_join
+from chronolake.sql.view_kinds import is_derived, output_table_spec
 
 Spec = TableSpec | ViewSpec
-CATALOG_DIR = Path("_chronolake") / "catalog"
 
 
 class CatalogEntry(BaseModel):
@@ -76,7 +78,7 @@ class Catalog:
         self.root = Path(lake).resolve()
         self._spark = spark
         self._backend_kind = backend
-        self._dir = self.root / CATALOG_DIR
+        self._dir = self.root / CATALOG_ROOT
 
     @cached_property
     def spark(self) -> SparkSession:
@@ -157,6 +159,37 @@ class Catalog:
         """Where a table's Delta data lives: its `path` option, relative to the lake root."""
         return (self.root / spec.options.path).resolve()
 
+    def source_spec(self, name: str) -> Spec:
+        """What `name` is when read: a table, a derived view's output table (its latest
+        committed state and change data feed), or another view (computed on read).
+
+        Raises `SourceError` for a derived view that has never run: it has no rows yet.
+        """
+        spec = self.spec(name)
+        if not is_derived(spec):
+            return spec
+        assert isinstance(spec, ViewSpec)
+        path = output_path(self.root, spec.name)
+        if not self.backend.is_delta_table(path):
+            msg = (
+                f"view {spec.name!r} is a derived table that has never run, so it has no rows "
+                f"to read yet; run it first: `chronolake run {spec.name} --lake {self.root}` "
+                "(or materialize its asset in Dagster)"
+            )
+            raise SourceError(msg)
+        schema = self.backend.snapshot(path).schema
+        return output_table_spec(spec, schema, str(path.relative_to(self.root)))
+
+    def input_specs(self, query: str) -> dict[str, Spec]:
+        """Every registered spec, with the derived views `query` reads as their output tables
+        (what an operator reading them plans against)."""
+        specs = self.specs()
+        for name in referenced_tables(query):
+            spec = specs.get(name.lower())
+            if spec is not None and is_derived(spec):
+                specs[name.lower()] = self.source_spec(name)
+        return specs
+
     def table(self, name: str) -> DataFrame:
         """The current contents of a table or view, with computed and metadata columns applied.
 
@@ -179,6 +212,8 @@ class Catalog:
                     f"query references unknown table {name!r}; registered: "
                     f"{', '.join(sorted(specs)) or 'none'} (declare it with CREATE TABLE first)"
                 )
+        specs = self.input_specs(query)
+        for name in referenced_tables(query):
             self._register_temp_view(name.lower(), specs)
         if temporal_joins(query):
             return self._temporal_join(plan_temporal_join(query, specs), specs)
@@ -187,9 +222,12 @@ class Catalog:
     def changelog(self, name: str, start_version: int = 0, end_version: int | None = None
                   ) -> DataFrame:
         """A table's changes between two versions, with declared and system columns."""
-        spec = self.spec(name)
+        spec = self.source_spec(name)
         if not isinstance(spec, TableSpec):
-            raise DefinitionError(f"{name!r} is a view; only tables have a changelog")
+            raise DefinitionError(
+                f"{name!r} is a view computed on read; only tables and derived tables (views "
+                "with a temporal join or a window aggregate) have a changelog"
+            )
         return changelog_dataframe(self.spark, self.backend, spec, self.root, start_version,
                                    end_version)
 
@@ -209,6 +247,8 @@ class Catalog:
 
     def _temporal_join(self, plan: TemporalJoinPlan, specs: dict[str, Spec]) -> DataFrame:
         probe = self.changelog(plan.probe.name)
+        if plan.probe.primary_key and plan.probe.options.changelog is not ChangelogMode.APPEND:
+            probe = latest_per_key(probe, plan.probe.primary_key)  # the probe's final rows
         build = self.versions(plan.build.name)
         if plan.mode is TimeMode.EVENT_TIME:
             matched = matched_versions(plan, probe, build)
@@ -221,6 +261,7 @@ class Catalog:
     def _register_temp_view(self, name: str, specs: dict[str, Spec]) -> None:
         spec = specs[name]
         if isinstance(spec, ViewSpec):
+            specs = self.input_specs(spec.query)
             for inner in referenced_tables(spec.query):
                 self._register_temp_view(inner.lower(), specs)
             self.spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{name}` AS {to_spark(spec.query)}")
@@ -245,7 +286,7 @@ class Catalog:
 
 def load_entries(root: str | os.PathLike[str]) -> dict[str, CatalogEntry]:
     """The catalog entries of a lake without a Spark session (for Dagster definitions)."""
-    directory = Path(root) / CATALOG_DIR
+    directory = Path(root) / CATALOG_ROOT
     if not directory.exists():
         return {}
     return {

@@ -1,8 +1,11 @@
-"""The demo lake: an append-only `orders` table and a CDC `rates` table, on disk.
+"""The demo lake: a CDC `orders` table and a CDC `rates` table, on disk.
 
 The data is small and seeded, so every build gives the same tables: orders in
-several append commits, and rates written with inserts, updates and deletes
-over several commits with the change data feed on.
+several append commits followed by a correction (an update of a few amounts)
+and a cancellation (a delete), and rates written with inserts, updates and
+deletes over several commits, both with the change data feed on, so that
+updates and deletes flow from `orders` through `orders_enriched` into the
+revenue figures.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from chronolake.lake.tables import table_row_count, table_version
+from chronolake.lake.tables import table_version
 
 DEMO_START = datetime(2026, 11, 2, 9, 0, 0)
 CURRENCIES = ("USD", "EUR", "JPY", "GBP", "CHF")
@@ -55,7 +58,22 @@ def _write_orders(path: Path) -> int:
     for commit in range(ORDER_COMMITS):
         append_orders(path, rng=rng, first_id=commit * ORDERS_PER_COMMIT, count=ORDERS_PER_COMMIT,
                       start=DEMO_START + timedelta(minutes=15 * commit))
+    correct_orders(path, [3, 4], percent=10)  # a customer was charged 10% too much
+    cancel_orders(path, [5])
     return DeltaTable(path).version()
+
+
+def correct_orders(path: Path, order_ids: list[int], *, percent: int) -> None:
+    """One update commit: the amounts of `order_ids` lowered by `percent` (a correction)."""
+    DeltaTable(path).update(
+        updates={"amount": f"CAST(amount * {100 - percent} / 100 AS DECIMAL(10, 2))"},
+        predicate=f"order_id IN ({', '.join(map(str, order_ids))})",
+    )
+
+
+def cancel_orders(path: Path, order_ids: list[int]) -> None:
+    """One delete commit: `order_ids` cancelled."""
+    DeltaTable(path).delete(f"order_id IN ({', '.join(map(str, order_ids))})")
 
 
 def append_orders(path: Path, *, rng: random.Random, first_id: int, count: int,
@@ -76,7 +94,7 @@ def append_orders(path: Path, *, rng: random.Random, first_id: int, count: int,
         },
         schema=ORDERS_SCHEMA,
     )
-    write_deltalake(path, rows, mode="append")
+    write_deltalake(path, rows, mode="append", configuration=CDF_ON)
 
 
 def _rates(rows: list[tuple[str, str, datetime]]) -> pa.Table:
@@ -118,15 +136,26 @@ def change_rate(table: DeltaTable, currency: str, rate: str, at: datetime) -> No
 
 
 def feed_demo_lake(root: Path, *, seed: int) -> dict[str, int]:
-    """Append a commit of new orders and change one rate: something new for the runs to see."""
+    """Append a commit of new orders, correct one of them, cancel another and change one
+    rate: something new for the runs to see, updates and deletes included."""
     rng = random.Random(seed)
-    next_id = table_row_count(root / "orders")
+    next_id = _next_order_id(root / "orders")
     now = datetime.now(tz=UTC).replace(tzinfo=None, microsecond=0)
     append_orders(root / "orders", rng=rng, first_id=next_id, count=100,
                   start=now - timedelta(minutes=15))
+    correct_orders(root / "orders", [next_id + rng.randrange(50)], percent=rng.randrange(5, 30))
+    cancel_orders(root / "orders", [next_id + 50 + rng.randrange(50)])
     currency = rng.choice(("USD", "EUR", "JPY", "CHF"))
     rates = DeltaTable(root / "rates")
     current = {"USD": 1.0, "EUR": 1.09, "JPY": 0.0069, "CHF": 1.13}[currency]
     change_rate(rates, currency, f"{current * rng.uniform(0.97, 1.03):.6f}", now)
     return {name: table_version(root / name) for name in ("orders", "rates")}
 
+
+
+def _next_order_id(path: Path) -> int:
+    """One past the largest order id, from the files' statistics (cancelled orders leave
+    gaps, so not the row count)."""
+    actions = pa.table(DeltaTable(path).get_add_actions(flatten=True))
+    largest = max((m for m in actions["max.order_id"].to_pylist() if m is not None), default=-1)
+    return largest + 1

@@ -316,6 +316,19 @@ def row_field_type(type_text: str, field: str) -> str | None:
     return None
 
 
+def flink_type(data_type: T.DataType) -> str:
+    """The Flink type of a Spark type (`TimestampNTZType` -> `TIMESTAMP(6)`): how a derived
+    table's stored columns are declared when it is read as a source."""
+    text = data_type.simpleString()
+    node = exp.DataType.build(text, dialect="spark")
+    for inner in node.find_all(exp.DataType):
+        if inner.this is exp.DType.TIMESTAMPNTZ:
+            inner.set("this", exp.DType.TIMESTAMP)
+        elif inner.this is exp.DType.TIMESTAMPTZ:
+            inner.set("this", exp.DType.TIMESTAMPLTZ)
+    return normalize_type(node.sql(dialect=Flink))
+
+
 def spark_type(flink_type: str) -> T.DataType:
     """The Spark type that holds values of a Flink type (`TIMESTAMP(3)` -> `TimestampNTZType`)."""
     return _spark_type(parse_type(flink_type))

@@ -9,8 +9,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from chronolake.catalog import load_entries
+from chronolake.lake.layout import STATE_ROOT, output_path
+from chronolake.lake.stamps import latest_recorded_watermark
 from chronolake.runtime.checkpoint import CheckpointStore
-from chronolake.runtime.derived import STATE_ROOT
 
 
 class TableStatus(BaseModel):
@@ -41,7 +42,8 @@ def lake_status(root: str | os.PathLike[str]) -> list[TableStatus]:
                 what=entry.kind,
                 kind=spec.kind.value,
                 rowtime=spec.rowtime,
-                watermark=_instant(checkpoint.watermark) if ran else None,
+                watermark=_instant(latest_recorded_watermark(output_path(Path(root), name)))
+                if ran else None,
                 pending_rows=checkpoint.counters.get("pending_rows") if ran else None,
                 last_run=checkpoint.run if ran else None,
                 last_run_at=_instant(checkpoint.finished_at * 1000)

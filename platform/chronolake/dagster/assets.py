@@ -34,11 +34,12 @@ from chronolake.dagster.checks import primary_key_check
 from chronolake.dagster.derived_assets import derived_asset
 from chronolake.dagster.metadata import run_metadata, table_definition_metadata
 from chronolake.dagster.resources import LakeResource
+from chronolake.lake.layout import output_path
 from chronolake.lake.tables import table_row_count, table_version
-from chronolake.runtime.derived import output_path
-from chronolake.runtime.views import is_incremental, materialize_view
+from chronolake.runtime.views import materialize_view
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.sql.query import referenced_tables
+from chronolake.sql.view_kinds import is_derived
 
 SOURCES_GROUP = "sources"
 VIEWS_GROUP = "views"
@@ -103,7 +104,7 @@ def _source_table_asset(spec: TableSpec, path: Path) -> SourceAsset:
 
 
 def _view_asset(spec: ViewSpec, path: Path) -> AssetsDefinition:
-    incremental = is_incremental(spec)
+    incremental = is_derived(spec)
     how = "incremental runs" if incremental else "recomputed on each run"
     description = f"View ({spec.kind.value}, {how}):\n\n```sql\n{spec.query}\n```"
     upstream = [name.lower() for name in referenced_tables(spec.query)]

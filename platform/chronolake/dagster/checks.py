@@ -32,8 +32,8 @@ from pyspark.sql import functions as F
 from chronolake.catalog import Catalog
 from chronolake.dagster.resources import LakeResource
 from chronolake.lake.changelog import COMMIT_TIMESTAMP
+from chronolake.lake.layout import STATE_ROOT
 from chronolake.runtime.checkpoint import CheckpointStore
-from chronolake.runtime.derived import STATE_ROOT
 from chronolake.runtime.result import RunResult
 from chronolake.runtime.stored import STATE_PREFIX
 from chronolake.runtime.window_operator import OPEN_ROLE

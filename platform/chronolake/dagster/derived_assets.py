@@ -56,7 +56,7 @@ from chronolake.runtime.inputs import ChangelogRead, InputRead
 from chronolake.runtime.operator import Step
 from chronolake.runtime.result import RunResult
 from chronolake.schema import ViewSpec
-from chronolake.sql.query import temporal_joins
+from chronolake.sql.view_kinds import view_kind
 
 READ_STAGE = "read_changelog"
 ASSIGN_STAGE = "assign_watermarks"
@@ -226,8 +226,8 @@ def _cost_metadata(run: StagedRun, result: RunResult) -> dict[str, Any]:
 
 
 def operator_step_name(spec: ViewSpec) -> str:
-    """The op of the view's operator: `temporal_join`, else `window_aggregate`."""
-    return "temporal_join" if temporal_joins(spec.query) else "window_aggregate"
+    """The op of the view's operator: `temporal_join` or `window_aggregate`."""
+    return view_kind(spec).value
 
 
 def derived_asset(

@@ -25,6 +25,7 @@ from chronolake.lake.changelog import (
     RowKind,
 )
 from chronolake.sql.temporal import (
+    CHANGE_COLUMNS,
     PROBE_POSITION,
     PROBE_VERSION,
     TemporalJoinPlan,
@@ -101,15 +102,26 @@ def matched_latest(plan: TemporalJoinPlan, probe_rows: DataFrame, latest: DataFr
     )
 
 
-def join_query(plan: TemporalJoinPlan, probe_rows: DataFrame, matched: DataFrame) -> DataFrame:
-    """Run the user's query with the temporal join answered by `matched`."""
+def join_query(
+    plan: TemporalJoinPlan, probe_rows: DataFrame, matched: DataFrame, *, changelog: bool = False
+) -> DataFrame:
+    """Run the user's query with the temporal join answered by `matched`.
+
+    `changelog` keeps each joined row's probe kind and arrival order (a run's output is a
+    changelog); else the result is the query's columns alone.
+    """
     spark = probe_rows.sparkSession
     suffix = uuid.uuid4().hex[:12]
     probe_view, matched_view = f"__tj_probe_{suffix}", f"__tj_matched_{suffix}"
     probe_rows.createOrReplaceTempView(probe_view)
     matched.createOrReplaceTempView(matched_view)
     result = spark.sql(
-        rewrite_as_regular_join(plan, probe_view=probe_view, matched_view=matched_view)
+        rewrite_as_regular_join(
+            plan, probe_view=probe_view, matched_view=matched_view, changelog=changelog
+        )
     )
-    hidden = [c for c in result.columns if c in SYSTEM_COLUMNS or c in _INTERNAL]
+    kept = CHANGE_COLUMNS if changelog else ()
+    hidden = [
+        c for c in result.columns if (c in SYSTEM_COLUMNS or c in _INTERNAL) and c not in kept
+    ]
     return result.drop(*hidden)

@@ -45,6 +45,8 @@ class LogCommit:
     operation: str
     actions: tuple[FileAction, ...]
     configuration: Mapping[str, str] | None = field(default=None)
+    info: Mapping[str, object] = field(default_factory=dict)
+    """The commit's `commitInfo` (a derived table's records its watermark there)."""
 
     def files(self, kind: ActionKind) -> list[FileAction]:
         """The commit's data-changing actions of one kind, in log order.
@@ -79,11 +81,13 @@ def parse_commit(version: int, lines: Iterable[str], *, fallback_timestamp_ms: i
     timestamp_ms, operation = fallback_timestamp_ms, "UNKNOWN"
     actions: list[FileAction] = []
     configuration: Mapping[str, str] | None = None
+    commit_info: Mapping[str, object] = {}
     for line in lines:
         if not line.strip():
             continue
         entry = json.loads(line)
         if info := entry.get("commitInfo"):
+            commit_info = info
             stamp = info.get("inCommitTimestamp") or info.get("timestamp")
             timestamp_ms = int(stamp or timestamp_ms)
             operation = str(info.get("operation", operation))
@@ -100,4 +104,4 @@ def parse_commit(version: int, lines: Iterable[str], *, fallback_timestamp_ms: i
                         has_deletion_vector=action.get("deletionVector") is not None,
                     )
                 )
-    return LogCommit(version, timestamp_ms, operation, tuple(actions), configuration)
+    return LogCommit(version, timestamp_ms, operation, tuple(actions), configuration, commit_info)

@@ -111,6 +111,7 @@ class LakeBackend(ABC):
         app_version: int,
         partition_by: Sequence[str] = (),
         enable_cdf: bool = False,
+        commit_info: Mapping[str, str] | None = None,
     ) -> int | None:
         """Append `df` in one commit tagged with the application transaction
         (`app_id`, `app_version`); return the new table version, or None when a
@@ -118,17 +119,48 @@ class LakeBackend(ABC):
         table (a retried run), in which case nothing is written.
 
         Creates the table (partitioned by `partition_by`, with the change data
-        feed when `enable_cdf`) when `path` holds none.
+        feed when `enable_cdf`) when `path` holds none; `commit_info` goes into
+        the commit's `commitInfo`.
         """
 
     @abstractmethod
     def overwrite_dataframe(
-        self, df: DataFrame, path: str | Path, *, partition_by: Sequence[str] = ()
+        self,
+        df: DataFrame,
+        path: str | Path,
+        *,
+        partition_by: Sequence[str] = (),
+        enable_cdf: bool = False,
+        commit_info: Mapping[str, str] | None = None,
     ) -> int:
         """Replace the table's rows and schema with `df` in one commit; return the new
-        version. Creates the table (partitioned by `partition_by`) when `path` holds none.
-        For tables chronolake derives whole (views), never for changelog sources.
+        version. Creates the table (partitioned by `partition_by`, with the change data feed
+        when `enable_cdf`) when `path` holds none; `commit_info` goes into the commit's
+        `commitInfo`. For tables chronolake derives whole (views), never for changelog
+        sources.
         """
+
+    @abstractmethod
+    def commit_changes(
+        self,
+        changes: DataFrame,
+        path: str | Path,
+        *,
+        key: Sequence[str],
+        app_id: str,
+        app_version: int,
+        commit_info: Mapping[str, str] | None = None,
+    ) -> int | None:
+        """Apply a batch of changes (the table's columns plus `_row_kind` and arrival order)
+        to the table keyed by `key`, in one commit with the change data feed on (see
+        `chronolake.lake.upserts`) tagged with the application transaction; return the new
+        version, or None when that transaction is already in the table. Creates the table
+        when `path` holds none.
+        """
+
+    def commit_info(self, path: str | Path, version: int) -> Mapping[str, object]:
+        """The `commitInfo` of commit `version`, from the log (metadata-sized)."""
+        return self._log_range(path, version, version)[0].info
 
     @abstractmethod
     def _table_metadata(self, path: str | Path, version: int) -> TableMetadata:

@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import unquote
 from uuid import uuid4
@@ -22,12 +22,16 @@ from deltalake import CommitProperties, DeltaTable, Schema, Transaction
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from chronolake.errors import SourceError
+from chronolake.lake._commit import CommitConflict, DataFile, write_commit
 from chronolake.lake._files import TaggedFile, file_uri, read_tagged_files
 from chronolake.lake._log import CDF_PROPERTY, LogCommit, log_file_name, parse_commit
 from chronolake.lake.backend import LakeBackend, TableMetadata, _deletion_vector_message
+from chronolake.lake.changelog import SYSTEM_COLUMNS
+from chronolake.lake.upserts import FILE_NAME, apply_changes, has_retractions
 
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
@@ -90,6 +94,7 @@ class DeltaRsBackend(LakeBackend):
         app_version: int,
         partition_by: Sequence[str] = (),
         enable_cdf: bool = False,
+        commit_info: Mapping[str, str] | None = None,
     ) -> int | None:
         """Spark writes the parquet files into the table folder; delta-rs commits them
         together with the transaction (`app_id`, `app_version`).
@@ -112,7 +117,8 @@ class DeltaRsBackend(LakeBackend):
                 schema=table.schema(),
                 partition_by=partition_columns or None,
                 commit_properties=CommitProperties(
-                    app_transactions=[Transaction(app_id, app_version)]
+                    app_transactions=[Transaction(app_id, app_version)],
+                    custom_metadata=dict(commit_info or {}),
                 ),
             )
         except CommitFailedError:
@@ -126,12 +132,18 @@ class DeltaRsBackend(LakeBackend):
         return table.version()
 
     def overwrite_dataframe(
-        self, df: DataFrame, path: str | Path, *, partition_by: Sequence[str] = ()
+        self,
+        df: DataFrame,
+        path: str | Path,
+        *,
+        partition_by: Sequence[str] = (),
+        enable_cdf: bool = False,
+        commit_info: Mapping[str, str] | None = None,
     ) -> int:
         """Spark writes the files; delta-rs commits them with `mode="overwrite"`, which
         removes every file the table had and takes `df`'s schema."""
         root = Path(path).absolute()
-        table = _create_if_missing(df, root, partition_by, enable_cdf=False)
+        table = _create_if_missing(df, root, partition_by, enable_cdf=enable_cdf)
         partition_columns = list(table.metadata().partition_columns)
         actions = _write_files(df, root, partition_columns)
         table.create_write_transaction(
@@ -139,9 +151,76 @@ class DeltaRsBackend(LakeBackend):
             mode="overwrite",
             schema=Schema.from_json(df.schema.json()),
             partition_by=partition_columns or None,
+            commit_properties=CommitProperties(custom_metadata=dict(commit_info or {})),
         )
         table.update_incremental()
         return table.version()
+
+    def commit_changes(
+        self,
+        changes: DataFrame,
+        path: str | Path,
+        *,
+        key: Sequence[str],
+        app_id: str,
+        app_version: int,
+        commit_info: Mapping[str, str] | None = None,
+    ) -> int | None:
+        """Copy-on-write: Spark writes the new rows of the rewritten files and the change data
+        files; the commit (remove, add, cdc and txn actions) is written by `_commit`, since
+        delta-rs's Python API has no cdc action. A batch without retractions is appended."""
+        root = Path(path).absolute()
+        columns = [c for c in changes.columns if c not in SYSTEM_COLUMNS]
+        table = _create_if_missing(changes.select(*columns), root, (), enable_cdf=True)
+        if _committed(table, app_id, app_version):
+            return None
+        stored = self._stored_rows(table, root)
+        if stored is None or not has_retractions(changes):
+            upsert = apply_changes(changes, None, key)  # inserts only: an append
+            return self.append_dataframe(
+                upsert.rows, root, app_id=app_id, app_version=app_version,
+                commit_info=commit_info,
+            )
+        upsert = apply_changes(changes, stored, key)
+        sizes = {
+            name: size for name, size in zip(
+                *(pa.table(table.get_add_actions(flatten=True))[c].to_pylist()
+                  for c in ("path", "size_bytes")), strict=True,
+            )
+        }
+        adds = [DataFile(a.path, a.size, json.loads(a.stats)["numRecords"])
+                for a in _write_files(upsert.rows, root, [])]
+        change_data = _write_change_data(upsert.change_data, root)
+        try:
+            return write_commit(
+                root, table.version() + 1,
+                adds=adds,
+                removes=[DataFile(name, sizes[name]) for name in upsert.rewritten_files],
+                change_data=change_data,
+                app_id=app_id, app_version=app_version, info=dict(commit_info or {}),
+                operation="MERGE",
+            )
+        except CommitConflict:
+            table.update_incremental()
+            for written in (*adds, *change_data):
+                (root / written.path).unlink(missing_ok=True)
+            if _committed(table, app_id, app_version):
+                return None
+            msg = (
+                f"{root}: another writer committed version {table.version()} while this run "
+                "applied its changes; nothing of this run was committed: run it again"
+            )
+            raise SourceError(msg) from None
+
+    def _stored_rows(self, table: DeltaTable, root: Path) -> DataFrame | None:
+        """The table's rows, each with the name of its data file (None: no rows yet)."""
+        # The active files: metadata-sized, read on the driver.
+        paths = pa.table(table.get_add_actions(flatten=True))["path"].to_pylist()
+        if not paths:
+            return None
+        schema = StructType.fromJson(json.loads(table.schema().to_json()))
+        scan = self.spark.read.schema(schema).parquet(*(str(root / unquote(p)) for p in paths))
+        return scan.select("*", F.col("_metadata.file_name").alias(FILE_NAME))
 
     def _open(
         self, path: str | Path, version: int | None = None, *, with_files: bool = True
@@ -218,6 +297,16 @@ def _write_files(df: DataFrame, root: Path, partition_columns: list[str]) -> lis
         return _move_into_table(staging, root)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _write_change_data(rows: DataFrame, root: Path) -> list[DataFile]:
+    """Spark writes the change rows (with `_change_type`) under `_change_data/`."""
+    folder = root / "_change_data"
+    written = [
+        DataFile(f"_change_data/{a.path}", a.size, json.loads(a.stats)["numRecords"])
+        for a in _write_files(rows, folder, [])
+    ]
+    return written
 
 
 def _committed(table: DeltaTable, app_id: str, app_version: int) -> bool:

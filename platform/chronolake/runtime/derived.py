@@ -28,6 +28,10 @@ from chronolake.catalog import Catalog
 from chronolake.clock import Clock, WallClock
 from chronolake.errors import DefinitionError, RunError
 from chronolake.joins.history import HISTORY_PAGE_ROWS
+from chronolake.lake.changelog import SYSTEM_COLUMNS
+from chronolake.lake.layout import LATE_ROOT, LOCK_ROOT, STATE_ROOT, output_path
+from chronolake.lake.reader import latest_per_key
+from chronolake.lake.stamps import watermark_stamp
 from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore, InputPosition, RunIntent
 from chronolake.runtime.faults import FaultPoint, fault_point
 from chronolake.runtime.inputs import (
@@ -40,7 +44,7 @@ from chronolake.runtime.inputs import (
     refresh_position,
 )
 from chronolake.runtime.lock import run_lock
-from chronolake.runtime.operator import RunContext, Step
+from chronolake.runtime.operator import RunContext, Step, as_changes
 from chronolake.runtime.operators import operator_for
 from chronolake.runtime.result import RunResult, RunStatus
 from chronolake.runtime.source_checks import (
@@ -55,16 +59,6 @@ from chronolake.runtime.stored import SOURCE_PREFIX, from_stored, stored
 from chronolake.runtime.ticks import plan_ticks, step_ticks
 from chronolake.schema import ViewSpec
 from chronolake.watermarks.watermark import Watermark
-
-STATE_ROOT = Path("_chronolake") / "state"
-LATE_ROOT = Path("_chronolake") / "late"
-LOCK_ROOT = Path("_chronolake") / "locks"
-VIEWS_ROOT = Path("_chronolake") / "views"
-
-
-def output_path(root: Path, name: str) -> Path:
-    """Where a view's rows are materialized: `_chronolake/views/<name>` under the lake."""
-    return root / VIEWS_ROOT / name.lower()
 
 
 @dataclass(frozen=True)
@@ -109,6 +103,7 @@ class DerivedTable:
         view = catalog.spec(name)
         if not isinstance(view, ViewSpec):
             raise DefinitionError(f"{name!r} is a table; only views are materialized by runs")
+        self.view = view
         self.operator = operator_for(catalog, view)
         self.inputs = {spec.name: spec for spec in self.operator.inputs}
         root = catalog.root
@@ -311,8 +306,8 @@ class DerivedTable:
         fault_point(FaultPoint.AFTER_INTENT)
         number, intent = plan.number, plan.intent
         combined = min(read.watermark for read in reads.values())
-        output_version = self._write(number, step, replace=intent.full_refresh)
         watermark_ms = self._watermark_ms(plan.base, combined)
+        output_version = self._write(number, step, watermark_ms, replace=intent.full_refresh)
         self.store.commit(
             Checkpoint(
                 run=number,
@@ -350,8 +345,10 @@ class DerivedTable:
             ticks=step.ticks,
         )
 
-    def _write(self, run: int, step: Step, *, replace: bool) -> int | None:
-        """Append output, late rows and history (each idempotent per run), then write state.
+    def _write(self, run: int, step: Step, watermark_ms: int | None, *, replace: bool
+               ) -> int | None:
+        """Commit the output's changes (stamped with the output watermark), append late rows
+        and history (each idempotent per run), then write state.
 
         `replace` (a full refresh) overwrites output, late rows and history instead: one
         Delta commit each, which a retry repeats with the same rows.
@@ -364,7 +361,24 @@ class DerivedTable:
                 return backend.overwrite_dataframe(frame, path)
             return backend.append_dataframe(frame, path, app_id=app_id, app_version=run)
 
-        version = write(step.output, self.output_path, app)
+        changes, stamp = as_changes(step.output), watermark_stamp(watermark_ms)
+        if replace:
+            key = self.view.primary_key  # without one, the changes are all inserts
+            state = latest_per_key(changes, key) if key else changes
+            version = backend.overwrite_dataframe(
+                state.drop(*SYSTEM_COLUMNS), self.output_path, enable_cdf=True,
+                commit_info=stamp,
+            )
+        elif self.view.updating:
+            version = backend.commit_changes(
+                changes, self.output_path, key=self.view.primary_key, app_id=app,
+                app_version=run, commit_info=stamp,
+            )
+        else:  # insert-only: every change is a new row
+            version = backend.append_dataframe(
+                changes.drop(*SYSTEM_COLUMNS), self.output_path, app_id=app, app_version=run,
+                enable_cdf=True, commit_info=stamp,
+            )
         fault_point(FaultPoint.AFTER_OUTPUT)
         write(stored(step.late, prefix=SOURCE_PREFIX), self.late_path, f"{app}/late")
         fault_point(FaultPoint.AFTER_SIDE_OUTPUT)

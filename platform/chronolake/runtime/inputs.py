@@ -30,6 +30,7 @@ from chronolake.catalog import Catalog
 from chronolake.errors import SourceError
 from chronolake.lake import read_table_state
 from chronolake.lake.changelog import COMMIT_TIMESTAMP, COMMIT_VERSION, POSITION, ROW_KIND, RowKind
+from chronolake.lake.stamps import recorded_watermark
 from chronolake.relations import with_declared_columns
 from chronolake.runtime.checkpoint import InputPosition
 from chronolake.runtime.source_checks import (
@@ -46,6 +47,7 @@ from chronolake.watermarks.assigner import (
     LATE_COLUMN,
     WATERMARK_COLUMN,
     WatermarkAssigner,
+    WatermarkState,
     collect_maxima,
 )
 from chronolake.watermarks.watermark import LONG_MIN, Watermark
@@ -69,6 +71,9 @@ class ChangelogRead:
     (empty for other tables: they are not read)."""
     switched_at: int | None = None
     """The snapshot's version when this read is a hybrid source's snapshot phase."""
+    recorded_watermarks: Mapping[int, int | None] | None = None
+    """For a derived table read as a source: the output watermark each commit of the read
+    (and the one before it) recorded, by version."""
 
     @property
     def phase(self) -> str:
@@ -142,19 +147,28 @@ def read_input(
         version=end_version, derived=derived,
     )
     rows = _rows(catalog, spec, position, end_version)
+    recorded = None
+    if spec.derived:  # metadata-sized: one commit info per commit of the read
+        path = catalog.table_path(spec)
+        recorded = {
+            version: recorded_watermark(catalog.backend, path, version)
+            for version in range(position.version, end_version + 1)
+        }
     # Read from the log only where the splits follow them ('$partitions').
     by_partitions = spec.options.split_by == SPLIT_BY_PARTITIONS
     partitions = tuple(partition_columns(path, end_version)) if by_partitions else ()
     if position.phase == SNAPSHOT_PHASE:
         moved = InputPosition(version=end_version, phase=CHANGELOG_PHASE, columns=columns)
-        return ChangelogRead(spec, rows, moved, partitions, switched_at=end_version)
+        return ChangelogRead(
+            spec, rows, moved, partitions, switched_at=end_version, recorded_watermarks=recorded
+        )
     moved = InputPosition(
         version=max(end_version, position.version),
         watermarks=position.watermarks,
         phase=CHANGELOG_PHASE,
         columns=columns,
     )
-    return ChangelogRead(spec, rows, moved, partitions)
+    return ChangelogRead(spec, rows, moved, partitions, recorded_watermarks=recorded)
 
 
 def assign_all(
@@ -191,6 +205,8 @@ def assign_watermarks(
     against which a split with no new rows may go idle (`'scan.idle-timeout'`).
     """
     spec, position = read.spec, read.position
+    if read.recorded_watermarks is not None:
+        return _recorded(read)
     assigner = _assigner(read)
     if assigner is None:
         return InputRead(
@@ -205,11 +221,34 @@ def assign_watermarks(
     )
 
 
+def _recorded(read: ChangelogRead) -> InputRead:
+    """A derived table's rows stamped with the watermarks its commits recorded: a row's is
+    the one in force when its commit arrived (the previous commit's), and the input's is its
+    latest commit's, never re-derived from the data."""
+    assert read.recorded_watermarks is not None and read.spec.rowtime is not None
+    recorded = read.recorded_watermarks
+    latest = read.position.version
+    in_force = {
+        version: recorded.get(version - 1) for version in recorded if version > min(recorded)
+    }
+    pairs = [F.lit(v) for version, ms in in_force.items() for v in (version, ms or LONG_MIN)]
+    stamped = F.create_map(*pairs)[F.col(COMMIT_VERSION)] if pairs else F.lit(None)
+    watermark = F.coalesce(stamped.cast("long"), F.lit(recorded.get(min(recorded)) or LONG_MIN))
+    rowtime_ms = F.unix_micros(F.col(read.spec.rowtime).cast("timestamp")) / 1000
+    rows = read.rows.withColumn(WATERMARK_COLUMN, watermark).withColumn(
+        LATE_COLUMN, F.coalesce(rowtime_ms <= F.col(WATERMARK_COLUMN), F.lit(False))
+    )
+    current = recorded.get(latest)
+    state = WatermarkState(watermark=LONG_MIN if current is None else current)
+    moved = read.position.model_copy(update={"watermarks": state})
+    return InputRead(read.spec, rows, Watermark(state.watermark), moved, read.switched_at)
+
+
 def _assigner(read: ChangelogRead) -> WatermarkAssigner | None:
     """The read's watermark generator; None when the source follows processing time."""
     spec = read.spec
     hybrid = spec.options.startup_mode is StartupMode.SNAPSHOT_THEN_CHANGELOG
-    if spec.watermark is None or hybrid:
+    if spec.watermark is None or hybrid or spec.derived:
         return None
     return WatermarkAssigner.for_table(spec, partition_columns=read.partition_columns)
 

@@ -34,10 +34,12 @@ from chronolake.joins.temporal import join_query, latest_versions, matched_lates
 from chronolake.joins.versions import STALE_VERSION, mark_stale_versions, retained_versions
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import (
+    KIND_FIGURES,
     Operator,
     RunContext,
     Step,
     count_figures,
+    kind_frames,
     reused,
     without_annotations,
 )
@@ -52,7 +54,8 @@ class TemporalJoinOperator(Operator):
     """A view whose query joins a probe table with a versioned (or regular) build side."""
 
     def __init__(self, catalog: Catalog, view: ViewSpec) -> None:
-        self.plan: TemporalJoinPlan = plan_temporal_join(view.query, catalog.specs())
+        specs = catalog.input_specs(view.query)
+        self.plan: TemporalJoinPlan = plan_temporal_join(view.query, specs)
         self.probe = self.plan.probe
         self.build = _build_table(catalog, self.plan.build)
         self.inputs = (self.probe, self.build)
@@ -98,7 +101,7 @@ class TemporalJoinOperator(Operator):
             if from_history is not None:
                 matched = matched.unionByName(from_history)
         matched = reused(matched)  # used by the output and by the figures
-        output = reused(join_query(self.plan, without_annotations(ready), matched))
+        output = reused(join_query(self.plan, without_annotations(ready), matched, changelog=True))
         retained = reused(
             retained_versions(events, self.plan.build_keys, self.build_time, threshold)
         )
@@ -131,7 +134,7 @@ class TemporalJoinOperator(Operator):
                 "'scan.startup.mode' = 'snapshot-then-changelog' or without WATERMARK FOR"
             )
         matched = reused(matched_latest(self.plan, ready, latest))
-        output = reused(join_query(self.plan, without_annotations(ready), matched))
+        output = reused(join_query(self.plan, without_annotations(ready), matched, changelog=True))
         late_rows = side_table_rows(rows.limit(0), LateReason.NULL_ROWTIME)
         figures = _figures(probe, build, ready, output, matched, pending, late_rows, latest)
         return Step(
@@ -214,6 +217,7 @@ def _figures(
         "emitted_probe_rows": ready,
         "matched_rows": matched,
         "rows_out": output,
+        **kind_frames(output),
         "pending_rows": pending,
         "invalid_rows": late,
         "kept_versions": kept_versions,
@@ -228,6 +232,7 @@ def _figures(
         "emitted_probe_rows": counts["emitted_probe_rows"],
         "unmatched_rows": counts["emitted_probe_rows"] - counts["matched_rows"],
         "rows_out": counts["rows_out"],
+        **{name: counts[name] for name in KIND_FIGURES},
         "pending_rows": counts["pending_rows"],
         "invalid_rows": counts["invalid_rows"],
         "state_rows": counts["pending_rows"] + counts["kept_versions"],

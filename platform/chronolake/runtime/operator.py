@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from chronolake.clock import Clock
+from chronolake.lake.changelog import COMMIT_VERSION, POSITION, ROW_KIND, RowKind
 from chronolake.runtime.checkpoint import Checkpoint
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.result import TickReport
@@ -29,12 +30,22 @@ INTERNAL_COLUMNS = (WATERMARK_COLUMN, LATE_COLUMN)
 
 _FIGURE = "__figure"
 
+KIND_FIGURES: dict[str, RowKind] = {
+    "inserts_out": RowKind.INSERT,
+    "update_befores_out": RowKind.UPDATE_BEFORE,
+    "update_afters_out": RowKind.UPDATE_AFTER,
+    "deletes_out": RowKind.DELETE,
+}
+"""A run's output rows by kind (+I, -U, +U, -D), as figures."""
+
 
 @dataclass(frozen=True)
 class Step:
     """What one run of an operator produced, before anything is written."""
 
     output: DataFrame
+    """The run's changes to the view: its columns plus `_row_kind`, `_commit_version` and
+    `_position` (arrival order); an insert-only operator may leave those out (all +I)."""
     late: DataFrame
     state: dict[str, DataFrame]
     history: DataFrame | None
@@ -115,3 +126,24 @@ def reused(frame: DataFrame) -> DataFrame:
 def without_annotations(rows: DataFrame) -> DataFrame:
     """Input rows without the watermark annotations (state keeps changelog columns only)."""
     return rows.drop(*INTERNAL_COLUMNS)
+
+
+def kind_frames(output: DataFrame) -> dict[str, DataFrame]:
+    """The output's rows of each kind, to count with the run's other figures."""
+    if ROW_KIND not in output.columns:
+        return {name: output.where(F.lit(kind is RowKind.INSERT)) for name, kind in
+                KIND_FIGURES.items()}
+    return {name: output.where(F.col(ROW_KIND) == kind.value) for name, kind in
+            KIND_FIGURES.items()}
+
+
+def as_changes(output: DataFrame) -> DataFrame:
+    """A step's output as changes: an insert-only operator's rows become `+I` rows."""
+    if ROW_KIND in output.columns:
+        return output
+    return output.select(
+        "*",
+        F.lit(RowKind.INSERT.value).alias(ROW_KIND),
+        F.lit(None).cast("long").alias(COMMIT_VERSION),
+        F.lit(None).cast("long").alias(POSITION),
+    )

@@ -8,15 +8,15 @@ from chronolake.runtime.join_operator import TemporalJoinOperator
 from chronolake.runtime.operator import Operator
 from chronolake.runtime.window_operator import WindowAggregateOperator
 from chronolake.schema import ViewSpec
-from chronolake.sql.query import temporal_joins
-from chronolake.sql.window import is_window_aggregate
+from chronolake.sql.view_kinds import ViewKind, view_kind
 
 
 def operator_for(catalog: Catalog, view: ViewSpec) -> Operator:
     """The operator of an incrementally materialized view."""
-    if temporal_joins(view.query):
+    kind = view_kind(view)
+    if kind is ViewKind.TEMPORAL_JOIN:
         return TemporalJoinOperator(catalog, view)
-    if is_window_aggregate(view.query):
+    if kind is ViewKind.WINDOW_AGGREGATE:
         return WindowAggregateOperator(catalog, view)
     raise DefinitionError(
         f"view {view.name!r} has neither a temporal join nor a window aggregate: it is "

@@ -6,18 +6,12 @@ from __future__ import annotations
 from chronolake.catalog import Catalog
 from chronolake.clock import Clock
 from chronolake.errors import DefinitionError
-from chronolake.runtime.derived import DerivedTable, output_path
+from chronolake.lake.layout import output_path
+from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.result import RunResult, RunStatus
 from chronolake.runtime.source_checks import OverwritePolicy
 from chronolake.schema import ViewSpec
-from chronolake.sql.query import temporal_joins
-from chronolake.sql.window import is_window_aggregate
-
-
-def is_incremental(view: ViewSpec) -> bool:
-    """Views with a temporal join or a window aggregate (TUMBLE / HOP) run incrementally;
-    others are recomputed as a whole."""
-    return bool(temporal_joins(view.query)) or is_window_aggregate(view.query)
+from chronolake.sql.view_kinds import is_derived
 
 
 def materialize_view(
@@ -39,7 +33,7 @@ def materialize_view(
         raise DefinitionError(
             f"{name!r} is a table: tables are observed, not materialized; materialize a view"
         )
-    if is_incremental(view):
+    if is_derived(view):
         derived = DerivedTable(catalog, name, clock=clock, on_source_overwrite=on_source_overwrite)
         return derived.run(full_refresh=full_refresh)
     frame = catalog.table(name).localCheckpoint()

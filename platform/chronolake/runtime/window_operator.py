@@ -55,7 +55,7 @@ class WindowAggregateOperator(Operator):
     """
 
     def __init__(self, catalog: Catalog, view: ViewSpec) -> None:
-        self.plan: WindowPlan = plan_window_aggregate(view.query, catalog.specs())
+        self.plan: WindowPlan = plan_window_aggregate(view.query, catalog.input_specs(view.query))
         self.source = self.plan.source
         self.inputs = (self.source,)
         self.event_time = self.plan.event_time

@@ -186,6 +186,11 @@ class TableSpec(_Frozen):
     watermark: WatermarkSpec | None = Field(None, description="The rowtime attribute, if any.")
     primary_key: tuple[str, ...] = Field((), description="PRIMARY KEY (...) NOT ENFORCED.")
     options: DeltaOptions = Field(..., description="Connector options (WITH ...).")
+    derived: bool = Field(
+        False,
+        description="The output of a derived view read as a source: its watermark is the one "
+        "each commit recorded, never re-derived from the data.",
+    )
 
     @property
     def kind(self) -> TableKind:
@@ -367,6 +372,11 @@ class ViewSpec(_Frozen):
     rowtime: str | None = Field(None, description="Rowtime attribute the view keeps.")
     deduplication: DeduplicationSpec | None = Field(
         None, description="Set when the query is a ROW_NUMBER() = 1 deduplication."
+    )
+    updating: bool = Field(
+        False,
+        description="Whether a derived table's changes hold -U/+U/-D rows (else insert-only); "
+        "see chronolake.sql.view_kinds.",
     )
 
     _query = field_validator("query")(classmethod(lambda cls, v: normalize_expression(v)))

@@ -20,6 +20,7 @@ from chronolake.errors import DefinitionError
 from chronolake.schema.spec import DeduplicationSpec, KeepRow, TableSpec, ViewSpec
 from chronolake.sql._names import lookup, relation_name
 from chronolake.sql.query import tables_of
+from chronolake.sql.view_kinds import derived_view
 
 Catalog = Mapping[str, TableSpec | ViewSpec]
 _MIRRORED: dict[type[exp.Expr], type[exp.Expr]] = {
@@ -54,7 +55,7 @@ def view_spec(create: exp.Create, catalog: Catalog) -> ViewSpec:
     deduplication = _deduplication(query, catalog)
     spec = ViewSpec(name=name, query=canonical_sql(query))
     if deduplication is None:
-        return spec
+        return derived_view(spec, catalog)
     dedup, origin_to_output = deduplication
     key = tuple(origin_to_output(column) for column in dedup.key)
     if any(column is None for column in key):

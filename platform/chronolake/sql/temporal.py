@@ -25,12 +25,14 @@ from sqlglot import exp
 
 from chronolake.dialect import spark_sql
 from chronolake.errors import DefinitionError
-from chronolake.lake.changelog import COMMIT_VERSION, POSITION
+from chronolake.lake.changelog import COMMIT_VERSION, POSITION, ROW_KIND
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.sql.query import JoinKind, TemporalJoinRef, parse_query, temporal_joins
 
 PROBE_VERSION = "__tj_probe_version"
 PROBE_POSITION = "__tj_probe_position"
+CHANGE_COLUMNS = (ROW_KIND, COMMIT_VERSION, POSITION)
+"""What a joined row keeps of its probe row in a run: its kind and arrival order."""
 
 
 class TimeMode(StrEnum):
@@ -90,9 +92,21 @@ def plan_temporal_join(query: str, specs: Mapping[str, TableSpec | ViewSpec]) ->
     )
 
 
-def rewrite_as_regular_join(plan: TemporalJoinPlan, *, probe_view: str, matched_view: str) -> str:
-    """Spark SQL of the query with the temporal join replaced as the module docstring says."""
+def rewrite_as_regular_join(
+    plan: TemporalJoinPlan, *, probe_view: str, matched_view: str, changelog: bool = False
+) -> str:
+    """Spark SQL of the query with the temporal join replaced as the module docstring says.
+
+    `changelog` also selects the probe row's kind and arrival order (`_row_kind`,
+    `_commit_version`, `_position`): the joined row takes its probe row's kind, as Flink's
+    temporal join operators emit it.
+    """
     tree = parse_query(plan.query)
+    if changelog and isinstance(tree, exp.Select):
+        tree.select(
+            *(exp.column(name, plan.ref.probe_alias).as_(name) for name in CHANGE_COLUMNS),
+            copy=False,
+        )
     for table in list(tree.find_all(exp.Table)):
         alias = table.alias_or_name
         if table.args.get("version") is not None:

@@ -1,0 +1,58 @@
+"""The output watermark a derived table's commit records, as Paimon stamps each snapshot.
+
+Every commit of a derived table carries, in its Delta `commitInfo`:
+
+- `chronolake.watermark`: the table's output watermark after the commit, ISO-8601 UTC
+  with milliseconds (`2026-11-25T10:00:00.000Z`), readable by any Delta reader;
+- `chronolake.watermarkMillis`: the same instant in epoch milliseconds.
+
+Absent keys mean no watermark yet (nothing reached). A reader downstream takes
+an input's watermark from the latest commit it consumed, never from the data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+from deltalake import DeltaTable
+
+from chronolake.lake.backend import LakeBackend
+
+WATERMARK_KEY = "chronolake.watermark"
+WATERMARK_MILLIS_KEY = "chronolake.watermarkMillis"
+
+
+def watermark_stamp(watermark_ms: int | None) -> dict[str, str]:
+    """The commitInfo entries recording `watermark_ms` (none while there is no watermark)."""
+    if watermark_ms is None:
+        return {}
+    instant = datetime.fromtimestamp(watermark_ms / 1000, tz=UTC)
+    return {
+        WATERMARK_KEY: instant.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        WATERMARK_MILLIS_KEY: str(watermark_ms),
+    }
+
+
+def stamped_watermark(info: Mapping[str, object]) -> int | None:
+    """The watermark a commit's info recorded (epoch ms), None when it recorded none."""
+    millis = info.get(WATERMARK_MILLIS_KEY)
+    return None if millis is None else int(str(millis))
+
+
+def recorded_watermark(backend: LakeBackend, path: str | Path, version: int) -> int | None:
+    """The watermark commit `version` of a derived table recorded; None before the first
+    commit (version -1) or when it recorded none."""
+    if version < 0:
+        return None
+    return stamped_watermark(backend.commit_info(path, version))
+
+
+def latest_recorded_watermark(path: str | Path) -> int | None:
+    """The watermark the latest commit of a derived table recorded, read from its Delta log
+    alone (no Spark: `chronolake status`, Dagster's metadata); None before its first run."""
+    if not DeltaTable.is_deltatable(str(path)):
+        return None
+    [latest] = DeltaTable(str(path), without_files=True).history(limit=1)
+    return stamped_watermark(latest)

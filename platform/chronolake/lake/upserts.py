@@ -1,0 +1,93 @@
+"""A batch of changes applied to a keyed table: which rows go, which come, what the feed says.
+
+A derived table's state is unique on its upsert key. A batch of changes (rows
+with `_row_kind` and arrival order) is applied per key: the key's last change
+decides its row (+I/+U: that row; -U/-D: none). Copy-on-write then rewrites
+only the data files holding a touched key, and the change data feed says
+exactly what happened to each touched key: the stored row as `update_preimage`
+or `delete`, the new row as `update_postimage` or `insert`; unchanged rows
+never appear. All of it is lazy Spark work; only the names of the files to
+rewrite reach the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from chronolake.lake._files import CHANGE_TYPE
+from chronolake.lake.changelog import ARRIVAL_ORDER, ROW_KIND, SYSTEM_COLUMNS, RowKind
+
+FILE_NAME = "__upsert_file"
+"""The column naming the data file a stored row was read from."""
+
+_RANK = "__upsert_rank"
+_ADDITIONS = (RowKind.INSERT.value, RowKind.UPDATE_AFTER.value)
+_RETRACTIONS = (RowKind.UPDATE_BEFORE.value, RowKind.DELETE.value)
+
+
+@dataclass(frozen=True)
+class Upsert:
+    """What applying a batch writes: the rows of the rewritten files and the new rows, the
+    files they replace, and the change data."""
+
+    rows: DataFrame
+    rewritten_files: tuple[str, ...]
+    change_data: DataFrame
+
+
+def has_retractions(changes: DataFrame) -> bool:
+    """Whether the batch retracts anything (one small Spark job)."""
+    return bool(changes.where(F.col(ROW_KIND).isin(*_RETRACTIONS)).limit(1).count())
+
+
+def apply_changes(changes: DataFrame, stored: DataFrame | None, key: Sequence[str]) -> Upsert:
+    """`changes` applied to the `stored` rows (tagged with `FILE_NAME`; None: no table yet)."""
+    columns = [c for c in changes.columns if c not in SYSTEM_COLUMNS]
+    latest = Window.partitionBy(*key).orderBy(
+        *(F.col(c).desc_nulls_last() for c in ARRIVAL_ORDER if c in changes.columns)
+    )
+    final = (
+        changes.withColumn(_RANK, F.row_number().over(latest))
+        .where((F.col(_RANK) == 1) & F.col(ROW_KIND).isin(*_ADDITIONS))
+        .select(*columns)
+    )
+    if stored is None:
+        inserts = final.withColumn(CHANGE_TYPE, F.lit("insert"))
+        return Upsert(rows=final, rewritten_files=(), change_data=inserts)
+    touched = changes.select(*key).distinct()
+    old = stored.join(touched, on=list(key), how="left_semi").localCheckpoint(eager=True)
+    # File names of the stored rows of touched keys: metadata-sized.
+    files = tuple(sorted(r[FILE_NAME] for r in old.select(FILE_NAME).distinct().collect()))
+    kept = stored.where(F.col(FILE_NAME).isin(*files)).join(touched, on=list(key), how="left_anti")
+    old = old.select(*columns)
+    change_data = _change_data(old, final, key)
+    return Upsert(
+        rows=kept.select(*columns).unionByName(final), rewritten_files=files,
+        change_data=change_data,
+    )
+
+
+def _change_data(old: DataFrame, new: DataFrame, key: Sequence[str]) -> DataFrame:
+    """Per touched key, what happened: pre- and post-image, delete or insert."""
+    present = list(key)
+    updated_keys = new.select(*present).join(old.select(*present), on=present, how="left_semi")
+    return (
+        old.join(updated_keys, on=present, how="left_semi")
+        .withColumn(CHANGE_TYPE, F.lit("update_preimage"))
+        .unionByName(
+            new.join(updated_keys, on=present, how="left_semi")
+            .withColumn(CHANGE_TYPE, F.lit("update_postimage"))
+        )
+        .unionByName(
+            old.join(new.select(*present), on=present, how="left_anti")
+            .withColumn(CHANGE_TYPE, F.lit("delete"))
+        )
+        .unionByName(
+            new.join(old.select(*present), on=present, how="left_anti")
+            .withColumn(CHANGE_TYPE, F.lit("insert"))
+        )
+    )

@@ -1,0 +1,183 @@
+"""What a view is, and what its output carries: the one owner of a view's kind.
+
+A view is a *derived table* (run incrementally, its output a changelog table)
+when it has a temporal join or aggregates windows; a deduplication view or a
+plain SQL view is computed from its inputs on read. A derived table's output
+carries, as Flink's operators do:
+
+- an *upsert key*: the probe's primary key through a temporal join, window
+  bounds plus group keys out of a window aggregate; its rows are unique on it;
+- a *time attribute*: the probe's rowtime through a temporal join,
+  `window_time` out of a window, when the SELECT keeps it;
+- a *changelog mode*: updating (its changes hold -U/+U/-D) when its input is,
+  through a temporal join; insert-only out of a window aggregate.
+
+A view whose output is updating must keep its upsert key: CREATE VIEW refuses
+one that projects it away, naming the column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+from pyspark.sql.types import StructType
+from sqlglot import exp
+
+from chronolake.dialect import flink_type
+from chronolake.errors import DefinitionError
+from chronolake.schema.options import ChangelogMode, DeltaOptions
+from chronolake.schema.spec import KeepRow, PhysicalColumn, TableSpec, ViewSpec, WatermarkSpec
+from chronolake.sql._names import lookup
+from chronolake.sql.query import TemporalJoinRef, parse_query, temporal_joins
+from chronolake.sql.window import is_window_aggregate
+from chronolake.windows.tvf import WINDOW_END, WINDOW_START, WINDOW_TIME
+
+Catalog = Mapping[str, TableSpec | ViewSpec]
+
+
+class ViewKind(StrEnum):
+    """How a view is computed."""
+
+    TEMPORAL_JOIN = "temporal_join"
+    WINDOW_AGGREGATE = "window_aggregate"
+    DEDUPLICATION = "deduplication"
+    PLAIN = "plain"
+
+
+def view_kind(view: ViewSpec) -> ViewKind:
+    """The view's kind, from its query."""
+    if temporal_joins(view.query):
+        return ViewKind.TEMPORAL_JOIN
+    if is_window_aggregate(view.query):
+        return ViewKind.WINDOW_AGGREGATE
+    if view.deduplication is not None:
+        return ViewKind.DEDUPLICATION
+    return ViewKind.PLAIN
+
+
+def is_derived(spec: TableSpec | ViewSpec) -> bool:
+    """Whether `spec` is a derived table: a view run incrementally into a changelog table."""
+    if not isinstance(spec, ViewSpec):
+        return False
+    return view_kind(spec) in (ViewKind.TEMPORAL_JOIN, ViewKind.WINDOW_AGGREGATE)
+
+
+def is_updating(spec: TableSpec | ViewSpec) -> bool:
+    """Whether the changes of `spec` may hold -U/+U/-D rows."""
+    if isinstance(spec, TableSpec):
+        return spec.options.changelog is not ChangelogMode.APPEND
+    if spec.deduplication is not None:
+        return spec.deduplication.keep is KeepRow.LAST
+    return spec.updating
+
+
+def output_table_spec(view: ViewSpec, schema: StructType, path: str) -> TableSpec:
+    """A derived view's output as a source table: its stored columns, its upsert key, its
+    time attribute (with a watermark taken from the commits) and its change data feed."""
+    columns = []
+    for field in schema.fields:
+        declared = flink_type(field.dataType)
+        if view.rowtime is not None and field.name.lower() == view.rowtime.lower():
+            declared = declared.replace("(6)", "(3)")  # a time attribute has precision <= 3
+        columns.append(PhysicalColumn(name=field.name, type=declared))
+    watermark = None
+    if view.rowtime is not None:
+        watermark = WatermarkSpec(rowtime=view.rowtime, expression=view.rowtime)
+    return TableSpec(
+        name=view.name,
+        columns=tuple(columns),
+        watermark=watermark,
+        primary_key=view.primary_key,
+        options=DeltaOptions(
+            path=path,
+            changelog=ChangelogMode.CDF if view.updating else ChangelogMode.APPEND,
+        ),
+        derived=True,
+    )
+
+
+def derived_view(view: ViewSpec, catalog: Catalog) -> ViewSpec:
+    """`view` with the upsert key, time attribute and changelog mode its output carries."""
+    kind = view_kind(view)
+    select = parse_query(view.query)
+    if not isinstance(select, exp.Select):
+        return view
+    if kind is ViewKind.TEMPORAL_JOIN:
+        [ref] = temporal_joins(view.query)[:1] or [None]
+        if ref is None or ref.probe_table is None:
+            return view
+        return _through_temporal_join(view, select, ref, catalog)
+    if kind is ViewKind.WINDOW_AGGREGATE:
+        return _out_of_window(view, select)
+    return view
+
+
+def _through_temporal_join(
+    view: ViewSpec, select: exp.Select, ref: TemporalJoinRef, catalog: Catalog
+) -> ViewSpec:
+    assert ref.probe_table is not None
+    probe = lookup(catalog, ref.probe_table, reader=f"view {view.name!r}")
+    updating = is_updating(probe)
+    key = tuple(_passed_through(select, ref.probe_alias, column) for column in probe.primary_key)
+    dropped = [column for column, out in zip(probe.primary_key, key, strict=True) if out is None]
+    if dropped and updating:
+        msg = (
+            f"view {view.name!r}: its probe {probe.name!r} has updates and deletes, which the "
+            f"view's rows follow by the probe's primary key ({', '.join(probe.primary_key)}), "
+            f"but the SELECT drops {dropped[0]!r}; add {ref.probe_alias}.{dropped[0]} to the "
+            "SELECT list"
+        )
+        raise DefinitionError(msg)
+    if updating and not probe.primary_key:
+        msg = (
+            f"view {view.name!r}: its probe {probe.name!r} has updates and deletes but no "
+            "primary key, so an update of a probe row cannot be matched to the joined row it "
+            f"revises; declare PRIMARY KEY (...) NOT ENFORCED on {probe.name!r}"
+        )
+        raise DefinitionError(msg)
+    rowtime = _passed_through(select, ref.probe_alias, probe.rowtime) if probe.rowtime else None
+    return view.model_copy(update={
+        "primary_key": () if dropped else tuple(k for k in key if k is not None),
+        "rowtime": rowtime,
+        "updating": updating,
+    })
+
+
+def _out_of_window(view: ViewSpec, select: exp.Select) -> ViewSpec:
+    """Window bounds plus group keys, when the SELECT keeps them all; `window_time`."""
+    group = select.args.get("group")
+    keys = list(group.expressions) if group else []
+    key = [
+        _passed_through(select, None, k.name) if isinstance(k, exp.Column) else None
+        for k in keys
+    ]
+    names = {k.lower() for k in key if k is not None}
+    complete = all(k is not None for k in key) and {WINDOW_START, WINDOW_END} <= names
+    return view.model_copy(update={
+        "primary_key": tuple(k for k in key if k is not None) if complete else (),
+        "rowtime": _passed_through(select, None, WINDOW_TIME),
+        "updating": False,
+    })
+
+
+def _passed_through(select: exp.Select, alias: str | None, column: str | None) -> str | None:
+    """The output name of `alias.column` when the SELECT passes it through unchanged."""
+    if column is None:
+        return None
+    for projection in select.expressions:
+        value = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(value, exp.Star):
+            qualifier = value.args.get("table")
+            if alias is None or qualifier is None or qualifier.name == alias:
+                return column
+            continue
+        if not isinstance(value, exp.Column) or value.name.lower() != column.lower():
+            continue
+        if isinstance(value.this, exp.Star):
+            if alias is None or value.table in ("", alias):
+                return column
+            continue
+        if alias is None or value.table in ("", alias):
+            return projection.alias_or_name
+    return None
