@@ -9,17 +9,22 @@ and a query reads it by name.
 from __future__ import annotations
 
 import json
+import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from click.testing import CliRunner
 from deltalake import DeltaTable
 from deltatables import delete_rows, update_rows, write_commits
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 from chronolake import Catalog
+from chronolake.cli import main
 from chronolake.errors import DefinitionError, SourceError
-from chronolake.lake.layout import output_path
+from chronolake.lake.layout import LATE_ROOT, output_path
 from chronolake.lake.stamps import WATERMARK_KEY, WATERMARK_MILLIS_KEY
 from chronolake.runtime.derived import DerivedTable
 
@@ -183,3 +188,206 @@ def test_a_window_aggregates_a_temporal_joins_output(lake: Catalog) -> None:
     spec = lake.spec("hourly")
     assert spec.rowtime == "window_time"
     assert spec.primary_key == ("window_start", "window_end", "window_time", "currency")
+
+
+def test_running_a_view_says_which_upstream_tables_are_behind(lake: Catalog) -> None:
+    lake.execute(
+        "CREATE VIEW hourly AS SELECT window_start, window_end, currency, COUNT(*) AS orders "
+        "FROM TABLE(TUMBLE(TABLE enriched, DESCRIPTOR(order_time), INTERVAL '1' HOUR)) "
+        "GROUP BY window_start, window_end, currency"
+    )
+    write_commits(lake.root / "rates", [[_rate("EUR", 3, 70)]])
+    write_commits(lake.root / "orders", [[_order(3, 30, 65)]])
+    runner = CliRunner()
+    args = ["run", "hourly", "--lake", str(lake.root)]
+    refused = runner.invoke(main, args)
+    assert refused.exit_code == 1
+    assert "enriched" in refused.output and "never run" in refused.output
+    chained = runner.invoke(main, [*args, "--with-upstream"])
+    assert chained.exit_code == 0, chained.output
+    assert lake.sql("SELECT orders FROM hourly").collect()[0]["orders"] == 2
+    write_commits(lake.root / "orders", [[_order(5, 1, 200)]])
+    noted = runner.invoke(main, args)
+    assert noted.exit_code == 0
+    assert "note: enriched (read by hourly) have new commits" in noted.output
+
+
+# -- properties: incremental runs against one run over all the input ---------------------------
+
+_ROUND = st.lists(
+    st.tuples(st.sampled_from(["insert", "update", "delete"]), st.integers(0, 7),
+              st.integers(1, 50), st.integers(0, 120)),
+    min_size=1, max_size=5,
+)
+
+
+def _apply(root: Path, ops: list[tuple[str, int, int, int]], live: set[int]) -> None:
+    """Each op as one commit of `orders`: a new order, a correction or a cancellation."""
+    for op, order_id, amount, minutes in ops:
+        if op == "insert" and order_id not in live:
+            write_commits(root / "orders", [[_order(order_id + 100, amount, minutes)]])
+            live.add(order_id)
+        elif op == "update" and order_id in live:
+            update_rows(root / "orders", f"order_id = {order_id + 100}", {"amount": str(amount)})
+        elif op == "delete" and order_id in live:
+            delete_rows(root / "orders", f"order_id = {order_id + 100}")
+            live.discard(order_id)
+
+
+def _replayed(path: Path) -> set[tuple]:
+    """The output's change data feed applied from version 0, per key: the state it describes."""
+    feed = pa.table(DeltaTable(str(path)).load_cdf(starting_version=0).read_all()).to_pylist()
+    state: dict[int, tuple] = {}
+    for row in sorted(feed, key=lambda r: (r["_commit_version"], r["_change_type"] != "delete"
+                                          and r["_change_type"] != "update_preimage")):
+        if row["_change_type"] in ("delete", "update_preimage"):
+            assert state.pop(row["order_id"]) == (row["order_id"], row["amount"], row["usd"])
+        else:
+            assert row["order_id"] not in state
+            state[row["order_id"]] = (row["order_id"], row["amount"], row["usd"])
+    return set(state.values())
+
+
+@settings(max_examples=4, deadline=None, phases=[Phase.generate],
+          suppress_health_check=list(HealthCheck))
+@given(rounds=st.lists(_ROUND, min_size=1, max_size=3))
+def test_updating_probe_runs_equal_the_bounded_join(spark, rounds: list) -> None:  # noqa: ANN001
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        catalog = Catalog(root, spark)
+        catalog.declare(DDL)
+        write_commits(root / "rates", [[_rate("EUR", 2, 0)], [_rate("EUR", 3, 60)]])
+        write_commits(root / "orders", [[_order(1, 1, 0)]])
+        live: set[int] = set()
+        for ops in rounds:
+            _apply(root, ops, live)
+            DerivedTable(catalog, "enriched").run()
+        write_commits(root / "rates", [[_rate("EUR", 3, 10_000)]])  # both watermarks pass all
+        write_commits(root / "orders", [[_order(99, 1, 10_000)]])
+        DerivedTable(catalog, "enriched").run()
+        incremental = _state(catalog, "enriched")
+        bounded = catalog.sql(DDL.split("CREATE VIEW enriched AS")[1].rstrip().rstrip(";"))
+        expected = {(r["order_id"], r["amount"], r["usd"]) for r in bounded.collect()}
+        assert incremental == expected
+        assert _replayed(output_path(root, "enriched")) == incremental
+
+
+@settings(max_examples=3, deadline=None, phases=[Phase.generate],
+          suppress_health_check=list(HealthCheck))
+@given(schedule=st.lists(st.sampled_from(["feed", "enrich", "aggregate"]), min_size=3,
+                         max_size=8))
+def test_a_chain_ends_the_same_in_any_interleaving_of_runs(spark, schedule: list) -> None:  # noqa: ANN001
+    appended = DDL.replace("'changelog' = 'cdf');\nCREATE TABLE rates", "'changelog' = 'append');"
+                           "\nCREATE TABLE rates", 1)
+    hourly = (
+        "CREATE VIEW hourly AS SELECT window_start, window_end, currency, COUNT(*) AS orders, "
+        "SUM(usd) AS usd FROM TABLE(TUMBLE(TABLE enriched, DESCRIPTOR(order_time), "
+        "INTERVAL '30' MINUTES)) GROUP BY window_start, window_end, currency"
+    )
+
+    def build(root: Path, steps: list[str]) -> set[tuple]:
+        catalog = Catalog(root, spark)
+        catalog.declare(appended)
+        catalog.execute(hourly)
+        write_commits(root / "rates", [[_rate("EUR", 2, 0), _rate("USD", 1, 0)]])
+        write_commits(root / "orders", [[_order(1, 10, 5)]])
+        feeds = iter(range(1, 100))
+        for step in steps:
+            if step == "feed":
+                n = next(feeds)
+                write_commits(root / "orders", [[_order(n + 1, n, 5 + 13 * n, "USD")]])
+                write_commits(root / "rates", [[_rate("EUR", 2 + n, 5 + 13 * n)]])
+            elif step == "enrich":
+                DerivedTable(catalog, "enriched").run()
+            elif lake_has(root, "enriched"):
+                DerivedTable(catalog, "hourly").run()
+        DerivedTable(catalog, "enriched").run()
+        DerivedTable(catalog, "hourly").run()
+        rows = catalog.sql("SELECT window_start, currency, orders, usd FROM hourly").collect()
+        return {tuple(r) for r in rows}
+
+    feeds = ["feed"] * schedule.count("feed")
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as other:
+        assert build(Path(one), schedule) == build(Path(other), feeds)
+
+
+def lake_has(root: Path, view: str) -> bool:
+    return DeltaTable.is_deltatable(str(output_path(root, view)))
+
+
+def test_a_window_applies_retractions_until_it_fires(lake: Catalog) -> None:
+    lake.execute(
+        "CREATE VIEW hourly AS SELECT window_start, window_end, currency, COUNT(*) AS orders, "
+        "SUM(usd) AS usd FROM TABLE(TUMBLE(TABLE enriched, DESCRIPTOR(order_time), "
+        "INTERVAL '1' HOUR)) GROUP BY window_start, window_end, currency"
+    )
+    root = lake.root
+    write_commits(root / "rates", [[_rate("EUR", 3, 30)]])
+    write_commits(root / "orders", [[_order(3, 30, 40)]])
+    for view in ("enriched", "hourly"):
+        DerivedTable(lake, view).run()  # orders 1 and 2 joined, their window still open
+    update_rows(root / "orders", "order_id = 1", {"amount": "11"})
+    delete_rows(root / "orders", "order_id = 2")
+    write_commits(root / "rates", [[_rate("EUR", 3, 70)]])
+    write_commits(root / "orders", [[_order(4, 40, 70)]])  # watermark 70 min: hour 9 fires
+    DerivedTable(lake, "enriched").run()
+    fired = DerivedTable(lake, "hourly").run()
+    assert fired.figures["retractions_in"] == 2  # the -U of order 1 and the -D of order 2
+    rows = lake.sql("SELECT window_start, orders, usd FROM hourly").collect()
+    assert [(r["window_start"], r["orders"], r["usd"]) for r in rows] == [(_at(0), 2, 22 + 90)]
+
+    update_rows(root / "orders", "order_id = 1", {"amount": "12"})  # after the window fired
+    write_commits(root / "orders", [[_order(5, 1, 80)]])
+    DerivedTable(lake, "enriched").run()
+    late = DerivedTable(lake, "hourly").run()
+    assert late.figures["late_rows"] == 2
+    side = lake.backend.snapshot(root / LATE_ROOT / "hourly").collect()
+    reasons = {(r["source_row_kind"], r["_late_reason"]) for r in side}
+    assert reasons == {("-U", "retraction_after_emit"), ("+U", "window_closed")}
+    rows = lake.sql("SELECT orders, usd FROM hourly").collect()
+    assert [(r["orders"], r["usd"]) for r in rows] == [(2, 112)]  # never revised
+
+
+def test_temporal_joins_read_derived_tables_on_either_side(lake: Catalog) -> None:
+    root = lake.root
+    lake.declare("""
+    CREATE TABLE fees (
+      currency STRING, fee BIGINT, fee_time TIMESTAMP(3),
+      WATERMARK FOR fee_time AS fee_time, PRIMARY KEY (currency) NOT ENFORCED
+    ) WITH ('path' = 'fees', 'changelog' = 'cdf');
+    CREATE TABLE shipments (
+      ship_id BIGINT, order_id BIGINT, ship_time TIMESTAMP(3),
+      WATERMARK FOR ship_time AS ship_time
+    ) WITH ('path' = 'shipments', 'changelog' = 'append');
+    CREATE VIEW with_fees AS
+    SELECT e.order_id, e.usd, f.fee FROM enriched AS e
+    LEFT JOIN fees FOR SYSTEM_TIME AS OF e.order_time AS f ON e.currency = f.currency;
+    CREATE VIEW shipped AS
+    SELECT s.ship_id, e.order_id, e.usd FROM shipments AS s
+    JOIN enriched FOR SYSTEM_TIME AS OF s.ship_time AS e ON s.order_id = e.order_id;
+    """)
+    write_commits(root / "fees", [[{"currency": "EUR", "fee": 7, "fee_time": _at(0)}],
+                                  [{"currency": "EUR", "fee": 8, "fee_time": _at(500)}]])
+    write_commits(root / "rates", [[_rate("EUR", 3, 30)]])
+    write_commits(root / "orders", [[_order(3, 30, 40)]])
+    DerivedTable(lake, "enriched").run()
+    assert lake.spec("with_fees").primary_key == ("order_id",)  # the probe's key carries over
+    DerivedTable(lake, "with_fees").run()
+    fees = {(r["order_id"], r["usd"], r["fee"]) for r in lake.table("with_fees").collect()}
+    assert fees == {(1, 20, 7), (2, 40, 7)}
+
+    update_rows(root / "orders", "order_id = 2", {"amount": "21"})  # flows through both hops
+    write_commits(root / "rates", [[_rate("EUR", 3, 60)]])
+    write_commits(root / "orders", [[_order(4, 40, 60)]])
+    DerivedTable(lake, "enriched").run()
+    result = DerivedTable(lake, "with_fees").run()
+    assert (result.figures["update_befores_out"], result.figures["update_afters_out"]) == (1, 1)
+    fees = {(r["order_id"], r["usd"], r["fee"]) for r in lake.table("with_fees").collect()}
+    assert fees == {(1, 20, 7), (2, 42, 7), (3, 90, 7), (4, 120, 7)}
+
+    # enriched is versioned (key order_id, rowtime order_time): a build side
+    write_commits(root / "shipments", [[{"ship_id": 1, "order_id": 2, "ship_time": _at(30)},
+                                        {"ship_id": 2, "order_id": 3, "ship_time": _at(50)}]])
+    DerivedTable(lake, "shipped").run()
+    shipped = {(r["ship_id"], r["order_id"], r["usd"]) for r in lake.table("shipped").collect()}
+    assert shipped == {(1, 2, 42), (2, 3, 90)}

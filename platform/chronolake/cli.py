@@ -115,19 +115,39 @@ LAKE_OPTION = click.option(
     help="When a source was rewritten by OVERWRITE since the last run: stop with an error "
     "(fail), or rebuild this table from scratch (full-refresh).",
 )
-def run(table: str, lake: Path, full_refresh: bool, on_source_overwrite: str) -> None:
+@click.option(
+    "--with-upstream",
+    is_flag=True,
+    help="First run the derived tables TABLE reads (directly or through views) that have new "
+    "commits in their inputs, in dependency order.",
+)
+def run(
+    table: str, lake: Path, full_refresh: bool, on_source_overwrite: str, with_upstream: bool
+) -> None:
     """Bring the view TABLE up to date: read new commits, emit, commit exactly once."""
     from chronolake.catalog import Catalog
     from chronolake.output import print_run
+    from chronolake.runtime.chain import behind, upstream_derived
     from chronolake.runtime.views import materialize_view
 
+    policy = OverwritePolicy(on_source_overwrite)
     try:
-        with _spinner(f"running {table}"):
-            result = materialize_view(
-                Catalog(lake), table, full_refresh=full_refresh,
-                on_source_overwrite=OverwritePolicy(on_source_overwrite),
+        catalog = Catalog(lake)
+        late = behind(catalog, upstream_derived(catalog, table))
+        if late and not with_upstream:
+            click.echo(
+                f"note: {', '.join(late)} (read by {table}) have new commits in their inputs "
+                f"that they have not run on yet; {table} reads what they have committed: run "
+                "them first, or pass --with-upstream",
+                err=True,
             )
-        print_run(result)
+        for name in (late if with_upstream else []) + [table]:
+            with _spinner(f"running {name}"):
+                result = materialize_view(
+                    catalog, name, full_refresh=full_refresh and name == table,
+                    on_source_overwrite=policy,
+                )
+            print_run(result)
     except ChronolakeError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(1)

@@ -11,6 +11,7 @@ from dagster import MetadataValue, TableColumn, TableSchema
 from dagster._core.definitions.metadata.metadata_set import NamespacedMetadataSet
 
 from chronolake.dagster.preview import markdown_preview
+from chronolake.lake.stamps import latest_recorded_watermark
 from chronolake.lake.tables import table_row_count
 from chronolake.runtime.result import RunResult, TickReport
 from chronolake.schema import (
@@ -98,9 +99,12 @@ def run_metadata(result: RunResult, path: Path) -> dict[str, Any]:
     if path.exists():
         metadata["dagster/row_count"] = table_row_count(path)
         metadata["preview"] = MetadataValue.md(markdown_preview(path))
-    if result.watermark_ms is not None:
-        metadata["chronolake/watermark"] = MetadataValue.timestamp(result.watermark_ms / 1000)
-        lag = max(time.time() - result.watermark_ms / 1000, 0.0)
+    # A derived table's watermark as its latest commit recorded it (what readers downstream see)
+    recorded = latest_recorded_watermark(path) if path.exists() else None
+    watermark_ms = result.watermark_ms if recorded is None else recorded
+    if watermark_ms is not None:
+        metadata["chronolake/watermark"] = MetadataValue.timestamp(watermark_ms / 1000)
+        lag = max(time.time() - watermark_ms / 1000, 0.0)
         metadata["watermark_lag_seconds"] = MetadataValue.float(round(lag, 3))
     if result.processing_time:
         metadata["chronolake/watermark_kind"] = "processing-time"

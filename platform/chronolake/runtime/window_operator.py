@@ -1,12 +1,15 @@
 """The window aggregate as a run operator: TUMBLE / HOP windows emitted once, when they close.
 
-A window view (`chronolake.sql.window`) reads one append-only table. Each run
-places the new rows (after the view's WHERE) in their windows; a window [start,
-end) fires in the run whose watermark reaches end − 1 ms and is emitted then,
-exactly once, aggregated as the SELECT says. Rows of windows still open stay in
-state (role `open`) and are taken back by the next run. A row whose windows had
-all fired when it arrived, or whose rowtime is null, goes to the late-rows side
-table with the reason and the watermark on arrival.
+A window view (`chronolake.sql.window`) reads one table, or a derived table's
+change feed. Each run places the new rows (after the view's WHERE) in their
+windows; a window [start, end) fires in the run whose watermark reaches end − 1
+ms and is emitted then, exactly once, aggregated as the SELECT says: an
+insert-only output. Over an updating input, a retraction (-U, -D) that arrives
+while its window is open cancels the matching addition before the window fires;
+one for a window already emitted goes to the side table (`retraction_after_emit`).
+Rows of windows still open stay in state (role `open`) and are taken back by the
+next run. A row whose windows had all fired when it arrived, or whose rowtime is
+null, goes to the late-rows side table with the reason and the watermark on arrival.
 
 With an event-time source (`WATERMARK FOR`) the watermark is the source's. A
 source without one (or a hybrid source) emits processing-time watermarks: the
@@ -19,26 +22,37 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from chronolake.catalog import Catalog
-from chronolake.errors import DefinitionError, RunError
-from chronolake.lake.changelog import ROW_KIND, RowKind
+from chronolake.errors import DefinitionError
+from chronolake.lake.changelog import ARRIVAL_ORDER, ROW_KIND, RowKind
 from chronolake.runtime.inputs import InputRead
-from chronolake.runtime.operator import Operator, RunContext, Step, count_figures, reused
+from chronolake.runtime.operator import (
+    Operator,
+    RunContext,
+    Step,
+    count_figures,
+    kind_frames,
+    reused,
+)
 from chronolake.schema import ViewSpec
+from chronolake.sql.view_kinds import is_updating
 from chronolake.sql.window import WINDOW_COLUMNS, WindowPlan, plan_window_aggregate
 from chronolake.watermarks._late import REASON_COLUMN, LateReason
 from chronolake.watermarks._millis import is_timestamp
 from chronolake.watermarks.assigner import WatermarkAssigner
 from chronolake.watermarks.watermark import LONG_MIN, Watermark
-from chronolake.windows.tvf import Windows, open_windows, split_windows
+from chronolake.windows.tvf import WINDOW_END, WINDOW_START, Windows, open_windows, split_windows
 
 OPEN_ROLE = "open"
 """The state table of the rows held in open windows."""
 
 _ITEM = "__w_item_"
+_RETRACTED = "__w_retracted"
+_NTH = "__w_nth"
+RETRACTIONS = (RowKind.UPDATE_BEFORE.value, RowKind.DELETE.value)
 _HAVING = "__w_having"
 
 
@@ -63,6 +77,10 @@ class WindowAggregateOperator(Operator):
         self.windows = Windows(
             kind=self.plan.kind, size_ms=self.plan.size_ms, slide_ms=self.plan.slide_ms
         )
+        self.updating = is_updating(self.source)
+        # A retraction cancels the addition with the same stored values in the same window
+        # (metadata and computed columns differ between the two: not compared).
+        self.compared = (*(c.name for c in self.source.physical_columns), WINDOW_START, WINDOW_END)
 
     def step(
         self,
@@ -86,25 +104,27 @@ class WindowAggregateOperator(Operator):
             ending=ending,
             state=context.state(OPEN_ROLE),
         )
-        output = reused(self._aggregate(split.fired))
+        fired, late = split.fired, split.late
+        if self.updating:
+            fired, late = _retractions_applied(fired, self.compared), _retractions_named(late)
+        output = reused(self._aggregate(fired))
         counts = count_figures({
             "rows_in": rows,
-            "retractions": rows.where(F.col(ROW_KIND) != RowKind.INSERT.value),
+            "retractions_in": rows.where(F.col(ROW_KIND).isin(*RETRACTIONS)),
             "rows_out": output,
-            "late_rows": split.late,
-            "null_rowtime_rows": split.late.where(
+            **kind_frames(output),
+            "late_rows": late,
+            "null_rowtime_rows": late.where(
                 F.col(REASON_COLUMN) == LateReason.NULL_ROWTIME.value
             ),
             "windows_fired": split.fired.select(*WINDOW_COLUMNS).distinct(),
             "open_windows": open_windows(split.open, self.windows, rowtime=rowtime, ending=ending),
             "pending_rows": split.open,
         })
-        if counts.pop("retractions"):
-            raise _retraction_error(self.source.name, read)
         figures = {**counts, "state_rows": counts["pending_rows"]}
         return Step(
             output=output,
-            late=split.late,
+            late=late,
             state={OPEN_ROLE: split.open},
             history=None,
             figures=figures,
@@ -143,12 +163,26 @@ class WindowAggregateOperator(Operator):
         )
 
 
-def _retraction_error(table: str, read: InputRead) -> RunError:
-    msg = (
-        f"window aggregation over {table!r} doesn't support consuming update and delete "
-        f"changes, but the commits of {table!r} up to version {read.position.version} hold "
-        "-U/+U/-D rows; a window view "
-        "needs an append-only input: window a table that is only appended to, or a "
-        "deduplicated append-only copy of it"
+def _retractions_applied(fired: DataFrame, compared: tuple[str, ...]) -> DataFrame:
+    """The fired windows' additions (+I, +U) left after their retractions (-U, -D): each
+    retraction cancels one addition with the same values in the same window, the earliest."""
+    same = Window.partitionBy(*(F.col(f"`{c}`") for c in compared))
+    retracting = F.col(ROW_KIND).isin(*RETRACTIONS)
+    counted = fired.withColumn(_RETRACTED, F.sum(retracting.cast("int")).over(same))
+    additions = counted.where(~retracting).withColumn(
+        _NTH, F.row_number().over(same.orderBy(*ARRIVAL_ORDER))
     )
-    return RunError(msg)
+    return additions.where(F.col(_NTH) > F.col(_RETRACTED)).drop(_RETRACTED, _NTH)
+
+
+def _retractions_named(late: DataFrame) -> DataFrame:
+    """Late retractions say so: they would have revised a window already emitted."""
+    closed = (F.col(REASON_COLUMN) == LateReason.WINDOW_CLOSED.value) & F.col(ROW_KIND).isin(
+        *RETRACTIONS
+    )
+    return late.withColumn(
+        REASON_COLUMN,
+        F.when(closed, F.lit(LateReason.RETRACTION_AFTER_EMIT.value)).otherwise(
+            F.col(REASON_COLUMN)
+        ),
+    )

@@ -22,6 +22,8 @@ class LateReason(StrEnum):
 
     NULL_ROWTIME = "null_rowtime"
     WINDOW_CLOSED = "window_closed"
+    RETRACTION_AFTER_EMIT = "retraction_after_emit"
+    """A -U/-D for a window already emitted: the emitted result is not revised."""
 
 
 def side_table_rows(rows: DataFrame, reason: LateReason) -> DataFrame:
