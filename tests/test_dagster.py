@@ -66,7 +66,7 @@ def test_tables_are_assets_with_time_metadata(lake: Path) -> None:
     assets = {a.key.to_user_string(): a for a in chronolake_assets(lake)}
     assert set(assets) == {
         "orders", "rates", "rates_hybrid", "latest_rates", "orders_enriched",
-        "orders_enriched_latest", "orders_per_currency",
+        "orders_enriched_latest", "orders_per_currency", "revenue_per_currency",
     }
     rates = _values(assets["rates"].metadata)  # observable source asset
     assert rates["chronolake/kind"] == "versioned"
@@ -83,10 +83,14 @@ def test_tables_are_assets_with_time_metadata(lake: Path) -> None:
         ("currency_time", "TIMESTAMP(3) *ROWTIME*"),
         ("changelog_time", "TIMESTAMP_LTZ(3)"),
     ]
-    assert _values(assets["orders"].metadata)["chronolake/kind"] == "regular"
+    assert _values(assets["orders"].metadata)["chronolake/kind"] == "versioned"
     enriched = assets["orders_enriched"].specs_by_key[AssetKey("orders_enriched")]
-    assert _values(enriched.metadata)["chronolake/kind"] == "regular"
+    # keyed by the probe's order_id and keeping its rowtime: versioned, as a table downstream
+    assert _values(enriched.metadata)["chronolake/kind"] == "versioned"
+    assert _values(enriched.metadata)["chronolake/primary_key"] == "order_id"
     assert {dep.asset_key.to_user_string() for dep in enriched.deps} == {"orders", "rates"}
+    revenue = assets["revenue_per_currency"].specs_by_key[AssetKey("revenue_per_currency")]
+    assert {dep.asset_key.to_user_string() for dep in revenue.deps} == {"orders_enriched"}
 
 
 def test_derived_tables_run_as_graphs_whose_ops_are_the_stages(lake: Path) -> None:
@@ -191,6 +195,7 @@ def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: Spar
     observed = definitions.resolve_job_def("observe_sources").execute_in_process(instance=instance)
     assert observed.success
     assert _checks(observed) == {
+        ("orders", "primary_key_unique"): True,
         ("rates", "primary_key_unique"): True,
         ("rates_hybrid", "primary_key_unique"): True,
     }
@@ -215,6 +220,13 @@ def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: Spar
         ("orders_per_currency", "watermark_never_decreases"): True,
         ("orders_per_currency", "late_row_rate"): True,
         ("orders_per_currency", "pending_rows_age"): True,
+        ("orders_enriched", "primary_key_unique"): True,
+        ("orders_enriched_latest", "primary_key_unique"): True,
+        ("orders_per_currency", "primary_key_unique"): True,
+        ("revenue_per_currency", "watermark_never_decreases"): True,
+        ("revenue_per_currency", "late_row_rate"): True,
+        ("revenue_per_currency", "pending_rows_age"): True,
+        ("revenue_per_currency", "primary_key_unique"): True,
     }
     latest = _latest_metadata(instance, "latest_rates")
     assert latest["dagster/row_count"] == 4
@@ -232,14 +244,18 @@ def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: Spar
     assert enriched["spark_jobs"] == sum(stage["spark_jobs"] for stage in stages.values()) > 0
     pending_age = _check_metadata(refreshed, "orders_enriched", "pending_rows_age")
     assert 0 < pending_age["oldest_pending_age_seconds"] < 3600  # the demo lake's commits
-    assert enriched["rows_out"] == enriched["dagster/row_count"] > 0
-    assert enriched["rows_out"] + enriched["pending_rows"] == 2000
+    # the demo's 2000 orders, two corrections (-U/+U each) and a cancellation (-D)
+    assert enriched["rows_out"] + enriched["pending_rows"] == 2005
+    assert enriched["update_befores_out"] == enriched["update_afters_out"] == 2
+    assert enriched["deletes_out"] == 1
+    assert enriched["dagster/row_count"] == enriched["inserts_out"] - 1 > 0
     assert isinstance(enriched["chronolake/watermark"], float)
     assert enriched["watermark_lag_seconds"] > 0
     hybrid = _latest_metadata(instance, "orders_enriched_latest")
     assert hybrid["chronolake/source_phase/rates_hybrid"] == "changelog"
     assert hybrid["chronolake/switch_version/rates_hybrid"] == 5
-    assert hybrid["unmatched_rows"] == 407  # the GBP orders: GBP was deleted, no snapshot gap
+    # the GBP orders (GBP was deleted, no snapshot gap), and the cancellation of one of them
+    assert hybrid["unmatched_rows"] == 408
 
     assert refresh.execute_in_process(instance=instance).success  # again: nothing new
     again = _latest_metadata(instance, "orders_enriched")
@@ -249,13 +265,13 @@ def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: Spar
 
     sensor = definitions.resolve_sensor_def("new_delta_versions")
     first = sensor.evaluate_tick(build_sensor_context(instance=instance))
-    assert [r.run_key for r in first.run_requests] == ["orders@3,rates@5"]
+    assert [r.run_key for r in first.run_requests] == ["orders@5,rates@5"]
     quiet = sensor.evaluate_tick(build_sensor_context(instance=instance, cursor=first.cursor))
     assert quiet.run_requests == [] and quiet.skip_message
     fed = definitions.resolve_job_def("demo_feed").execute_in_process(instance=instance)
     assert fed.success
     moved = sensor.evaluate_tick(build_sensor_context(instance=instance, cursor=first.cursor))
-    assert [r.run_key for r in moved.run_requests] == ["orders@4,rates@6"]
+    assert [r.run_key for r in moved.run_requests] == ["orders@8,rates@6"]  # +I, -U/+U, -D
     assert refresh.execute_in_process(instance=instance).success
     assert _latest_metadata(instance, "orders_enriched")["build_rows_in"] == 2  # -U and +U
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -88,23 +88,37 @@ def local_spark_session(app_name: str = "chronolake") -> SparkSession:
 _PAGE_ROWS = "parquet.page.row.count.limit"
 
 
-@contextmanager
-def parquet_pages_of(spark: SparkSession, rows: int) -> Iterator[None]:
+def parquet_pages_of(spark: SparkSession, rows: int) -> AbstractContextManager[None]:
     """Parquet files this session writes meanwhile hold at most `rows` rows a page.
 
     parquet-mr takes the limit from the Hadoop configuration, which Spark builds for each
     write from the session's settings; a writer option would reach only plain Parquet
     writes, not a Delta writer's.
     """
-    previous = spark.conf.get(_PAGE_ROWS, None)
-    spark.conf.set(_PAGE_ROWS, str(rows))
+    return session_settings(spark, {_PAGE_ROWS: str(rows)})
+
+
+def without_constraint_propagation(spark: SparkSession) -> AbstractContextManager[None]:
+    """Plans optimized meanwhile infer no constraints: Spark 4.2's constraint propagation
+    fails on a union below a join or aggregate (`key not found` in
+    `UnionBase.rewriteConstraints`), which applying a batch of changes builds."""
+    return session_settings(spark, {"spark.sql.constraintPropagation.enabled": "false"})
+
+
+@contextmanager
+def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """`settings` on the session meanwhile, then as they were."""
+    previous = {name: spark.conf.get(name, None) for name in settings}
+    for name, value in settings.items():
+        spark.conf.set(name, value)
     try:
         yield
     finally:
-        if previous is None:
-            spark.conf.unset(_PAGE_ROWS)
-        else:
-            spark.conf.set(_PAGE_ROWS, previous)
+        for name, value in previous.items():
+            if value is None:
+                spark.conf.unset(name)
+            else:
+                spark.conf.set(name, value)
 
 
 Row = Sequence[str | int | None]

@@ -25,13 +25,21 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from chronolake._spark import without_constraint_propagation
 from chronolake.errors import SourceError
 from chronolake.lake._commit import CommitConflict, DataFile, write_commit
 from chronolake.lake._files import TaggedFile, file_uri, read_tagged_files
 from chronolake.lake._log import CDF_PROPERTY, LogCommit, log_file_name, parse_commit
 from chronolake.lake.backend import LakeBackend, TableMetadata, _deletion_vector_message
 from chronolake.lake.changelog import SYSTEM_COLUMNS
-from chronolake.lake.upserts import FILE_NAME, apply_changes, has_retractions
+from chronolake.lake.upserts import (
+    FILE_NAME,
+    Upsert,
+    additions,
+    apply_changes,
+    final_rows,
+    has_retractions,
+)
 
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
@@ -174,14 +182,22 @@ class DeltaRsBackend(LakeBackend):
         table = _create_if_missing(changes.select(*columns), root, (), enable_cdf=True)
         if _committed(table, app_id, app_version):
             return None
-        stored = self._stored_rows(table, root)
-        if stored is None or not has_retractions(changes):
-            upsert = apply_changes(changes, None, key)  # inserts only: an append
+        retracting = has_retractions(changes)
+        stored = self._stored_rows(table, root) if retracting else None
+        if stored is None:  # nothing to rewrite: an append of what the batch leaves
+            rows = final_rows(changes, key) if retracting else additions(changes)
             return self.append_dataframe(
-                upsert.rows, root, app_id=app_id, app_version=app_version,
-                commit_info=commit_info,
+                rows, root, app_id=app_id, app_version=app_version, commit_info=commit_info
             )
-        upsert = apply_changes(changes, stored, key)
+        with without_constraint_propagation(self.spark):
+            return self._rewrite(table, root, apply_changes(changes, stored, key), app_id,
+                                 app_version, commit_info)
+
+    def _rewrite(
+        self, table: DeltaTable, root: Path, upsert: Upsert, app_id: str, app_version: int,
+        commit_info: Mapping[str, str] | None,
+    ) -> int | None:
+        """Write the upsert's files and commit them, replacing the files it rewrites."""
         sizes = {
             name: size for name, size in zip(
                 *(pa.table(table.get_add_actions(flatten=True))[c].to_pylist()

@@ -9,16 +9,20 @@ out exactly as with delta-rs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
+from chronolake._spark import session_settings
 from chronolake.errors import SourceError
 from chronolake.lake._log import CDF_PROPERTY, LogCommit, log_file_name, parse_commit
 from chronolake.lake.backend import LakeBackend, TableMetadata
+from chronolake.lake.upserts import RETRACTED, last_changes
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 
@@ -86,31 +90,84 @@ class DeltaSparkBackend(LakeBackend):
         app_version: int,
         partition_by: Sequence[str] = (),
         enable_cdf: bool = False,
+        commit_info: Mapping[str, str] | None = None,
     ) -> int | None:
         """Delta's idempotent write (`txnAppId`/`txnVersion`): Delta itself skips a
         transaction it has seen, which shows as an unchanged latest version."""
-        builder = DeltaTable.createIfNotExists(self.spark).location(str(path))
-        builder = builder.addColumns(df.schema).partitionedBy(*partition_by)
-        if enable_cdf:
-            builder = builder.property(CDF_PROPERTY, "true")
-        builder.execute()
+        self._create_if_missing(df.schema, path, partition_by, enable_cdf=enable_cdf)
         before = self.latest_version(path)
         (
             df.write.format("delta")
             .mode("append")
             .option("txnAppId", app_id)
             .option("txnVersion", app_version)
+            .option("userMetadata", json.dumps(dict(commit_info or {})))
             .save(str(path))
         )
         after = self.latest_version(path)
         return None if after == before else after
 
     def overwrite_dataframe(
-        self, df: DataFrame, path: str | Path, *, partition_by: Sequence[str] = ()
+        self,
+        df: DataFrame,
+        path: str | Path,
+        *,
+        partition_by: Sequence[str] = (),
+        enable_cdf: bool = False,
+        commit_info: Mapping[str, str] | None = None,
     ) -> int:
+        self._create_if_missing(df.schema, path, partition_by, enable_cdf=enable_cdf)
         writer = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+        writer = writer.option("userMetadata", json.dumps(dict(commit_info or {})))
         writer.partitionBy(*partition_by).save(str(path))
         return self.latest_version(path)
+
+    def _create_if_missing(
+        self, schema: StructType, path: str | Path, partition_by: Sequence[str], *,
+        enable_cdf: bool,
+    ) -> None:
+        builder = DeltaTable.createIfNotExists(self.spark).location(str(path))
+        builder = builder.addColumns(schema).partitionedBy(*partition_by)
+        if enable_cdf:
+            builder = builder.property(CDF_PROPERTY, "true")
+        builder.execute()
+
+    def commit_changes(
+        self,
+        changes: DataFrame,
+        path: str | Path,
+        *,
+        key: Sequence[str],
+        app_id: str,
+        app_version: int,
+        commit_info: Mapping[str, str] | None = None,
+    ) -> int | None:
+        """Delta's MERGE applies each key's last change (delete, update or insert) and, with
+        the change data feed on, writes the change data itself; the application transaction
+        and the commit info ride on Delta's SQL settings for idempotent DML."""
+        last = last_changes(changes, key)
+        columns = [c for c in last.columns if c != RETRACTED]
+        self._create_if_missing(last.select(*columns).schema, path, (), enable_cdf=True)
+        before = self.latest_version(path)
+        matched = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in key)
+        with session_settings(self.spark, {
+            "spark.databricks.delta.write.txnAppId": app_id,
+            "spark.databricks.delta.write.txnVersion": str(app_version),
+            "spark.databricks.delta.commitInfo.userMetadata": json.dumps(dict(commit_info or {})),
+        }):
+            (
+                DeltaTable.forPath(self.spark, str(path)).alias("t")
+                .merge(last.alias("s"), matched)
+                .whenMatchedDelete(condition=f"s.`{RETRACTED}`")
+                .whenMatchedUpdate(set={f"`{c}`": f"s.`{c}`" for c in columns})
+                .whenNotMatchedInsert(
+                    condition=f"NOT s.`{RETRACTED}`",
+                    values={f"`{c}`": f"s.`{c}`" for c in columns},
+                )
+                .execute()
+            )
+        after = self.latest_version(path)
+        return None if after == before else after
 
     def _table_metadata(self, path: str | Path, version: int) -> TableMetadata:
         schema = self.snapshot(path, version).schema
@@ -165,3 +222,4 @@ class DeltaSparkBackend(LakeBackend):
 
     def _table_uri(self, path: str | Path) -> str:
         return str(path).rstrip("/")
+

@@ -12,7 +12,9 @@ an input's watermark from the latest commit it consumed, never from the data.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -36,8 +38,15 @@ def watermark_stamp(watermark_ms: int | None) -> dict[str, str]:
 
 
 def stamped_watermark(info: Mapping[str, object]) -> int | None:
-    """The watermark a commit's info recorded (epoch ms), None when it recorded none."""
+    """The watermark a commit's info recorded (epoch ms), None when it recorded none.
+
+    delta-rs writes the entries into `commitInfo` itself; delta-spark into its
+    `userMetadata` string, as JSON.
+    """
     millis = info.get(WATERMARK_MILLIS_KEY)
+    if millis is None and isinstance(user := info.get("userMetadata"), str):
+        with suppress(ValueError, AttributeError):  # not chronolake's JSON: no watermark
+            millis = json.loads(user).get(WATERMARK_MILLIS_KEY)
     return None if millis is None else int(str(millis))
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from chronolake.lake._files import CHANGE_TYPE
@@ -24,7 +24,8 @@ from chronolake.lake.changelog import ARRIVAL_ORDER, ROW_KIND, SYSTEM_COLUMNS, R
 FILE_NAME = "__upsert_file"
 """The column naming the data file a stored row was read from."""
 
-_RANK = "__upsert_rank"
+_LAST = "__upsert_last"
+RETRACTED = "__upsert_retracted"
 _ADDITIONS = (RowKind.INSERT.value, RowKind.UPDATE_AFTER.value)
 _RETRACTIONS = (RowKind.UPDATE_BEFORE.value, RowKind.DELETE.value)
 
@@ -44,20 +45,16 @@ def has_retractions(changes: DataFrame) -> bool:
     return bool(changes.where(F.col(ROW_KIND).isin(*_RETRACTIONS)).limit(1).count())
 
 
-def apply_changes(changes: DataFrame, stored: DataFrame | None, key: Sequence[str]) -> Upsert:
-    """`changes` applied to the `stored` rows (tagged with `FILE_NAME`; None: no table yet)."""
+def additions(changes: DataFrame) -> DataFrame:
+    """A batch without retractions as the rows it adds (each key's one +I or +U)."""
     columns = [c for c in changes.columns if c not in SYSTEM_COLUMNS]
-    latest = Window.partitionBy(*key).orderBy(
-        *(F.col(c).desc_nulls_last() for c in ARRIVAL_ORDER if c in changes.columns)
-    )
-    final = (
-        changes.withColumn(_RANK, F.row_number().over(latest))
-        .where((F.col(_RANK) == 1) & F.col(ROW_KIND).isin(*_ADDITIONS))
-        .select(*columns)
-    )
-    if stored is None:
-        inserts = final.withColumn(CHANGE_TYPE, F.lit("insert"))
-        return Upsert(rows=final, rewritten_files=(), change_data=inserts)
+    return changes.where(F.col(ROW_KIND).isin(*_ADDITIONS)).select(*columns)
+
+
+def apply_changes(changes: DataFrame, stored: DataFrame, key: Sequence[str]) -> Upsert:
+    """`changes` applied to the `stored` rows (tagged with `FILE_NAME`)."""
+    columns = [c for c in changes.columns if c not in SYSTEM_COLUMNS]
+    final = final_rows(changes, key)
     touched = changes.select(*key).distinct()
     old = stored.join(touched, on=list(key), how="left_semi").localCheckpoint(eager=True)
     # File names of the stored rows of touched keys: metadata-sized.
@@ -69,6 +66,24 @@ def apply_changes(changes: DataFrame, stored: DataFrame | None, key: Sequence[st
         rows=kept.select(*columns).unionByName(final), rewritten_files=files,
         change_data=change_data,
     )
+
+
+def last_changes(changes: DataFrame, key: Sequence[str]) -> DataFrame:
+    """Per key, the row its last change leaves, without system columns, and `RETRACTED`: true
+    when that change is a -U or -D (the key has no row). An aggregate, not a window: Spark
+    4.2's constraint propagation fails on a window over a union of ticks."""
+    columns = [c for c in changes.columns if c not in SYSTEM_COLUMNS]
+    order = [c for c in ARRIVAL_ORDER if c in changes.columns]
+    last = F.max_by(F.struct(ROW_KIND, *columns), F.struct(*order)).alias(_LAST)
+    return changes.groupBy(*key).agg(last).select(
+        *(F.col(f"{_LAST}.`{c}`").alias(c) for c in columns),
+        F.col(f"{_LAST}.{ROW_KIND}").isin(*_RETRACTIONS).alias(RETRACTED),
+    )
+
+
+def final_rows(changes: DataFrame, key: Sequence[str]) -> DataFrame:
+    """Per key, the row its last change leaves (none after a -U or -D)."""
+    return last_changes(changes, key).where(~F.col(RETRACTED)).drop(RETRACTED)
 
 
 def _change_data(old: DataFrame, new: DataFrame, key: Sequence[str]) -> DataFrame:

@@ -30,8 +30,8 @@ from chronolake.errors import DefinitionError, RunError
 from chronolake.joins.history import HISTORY_PAGE_ROWS
 from chronolake.lake.changelog import SYSTEM_COLUMNS
 from chronolake.lake.layout import LATE_ROOT, LOCK_ROOT, STATE_ROOT, output_path
-from chronolake.lake.reader import latest_per_key
 from chronolake.lake.stamps import watermark_stamp
+from chronolake.lake.upserts import final_rows
 from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore, InputPosition, RunIntent
 from chronolake.runtime.faults import FaultPoint, fault_point
 from chronolake.runtime.inputs import (
@@ -364,10 +364,11 @@ class DerivedTable:
         changes, stamp = as_changes(step.output), watermark_stamp(watermark_ms)
         if replace:
             key = self.view.primary_key  # without one, the changes are all inserts
-            state = latest_per_key(changes, key) if key else changes
+            state = final_rows(changes, key) if self.view.updating else changes.drop(
+                *SYSTEM_COLUMNS
+            )
             version = backend.overwrite_dataframe(
-                state.drop(*SYSTEM_COLUMNS), self.output_path, enable_cdf=True,
-                commit_info=stamp,
+                state, self.output_path, enable_cdf=True, commit_info=stamp
             )
         elif self.view.updating:
             version = backend.commit_changes(
