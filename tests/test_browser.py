@@ -48,6 +48,7 @@ PLATFORM_ASSETS = (
     "orders_enriched",
     "orders_enriched_latest",
     "orders_per_currency",
+    "revenue_per_currency",
 )
 # The instance the demo and the server share: no telemetry, no "join the community" dialog.
 INSTANCE_YAML = "telemetry:\n  enabled: false\nnux:\n  enabled: false\n"
