@@ -391,3 +391,21 @@ def test_temporal_joins_read_derived_tables_on_either_side(lake: Catalog) -> Non
     DerivedTable(lake, "shipped").run()
     shipped = {(r["ship_id"], r["order_id"], r["usd"]) for r in lake.table("shipped").collect()}
     assert shipped == {(1, 2, 42), (2, 3, 90)}
+
+
+def test_a_full_refresh_upstream_is_noticed_downstream(lake: Catalog) -> None:
+    lake.execute(
+        "CREATE VIEW hourly AS SELECT window_start, window_end, currency, COUNT(*) AS orders "
+        "FROM TABLE(TUMBLE(TABLE enriched, DESCRIPTOR(order_time), INTERVAL '1' HOUR)) "
+        "GROUP BY window_start, window_end, currency"
+    )
+    write_commits(lake.root / "rates", [[_rate("EUR", 3, 70)]])
+    write_commits(lake.root / "orders", [[_order(3, 30, 65)]])
+    DerivedTable(lake, "enriched").run()
+    DerivedTable(lake, "hourly").run()
+    DerivedTable(lake, "enriched").run(full_refresh=True)  # rewrites enriched's output
+    with pytest.raises(SourceError, match=r"'enriched'.*rewritten by OVERWRITE.*full refresh"):
+        DerivedTable(lake, "hourly").run()
+    refreshed = DerivedTable(lake, "hourly", on_source_overwrite="full-refresh").run()
+    assert refreshed.message.startswith("run 2 rebuilt the table from scratch")
+    assert [r["orders"] for r in lake.table("hourly").collect()] == [2]

@@ -154,6 +154,8 @@ def read_input(
             version: recorded_watermark(catalog.backend, path, version)
             for version in range(position.version, end_version + 1)
         }
+        if position.phase == BOOTSTRAP_PHASE:  # a refresh reads the snapshot as new rows
+            recorded[position.version] = None
     # Read from the log only where the splits follow them ('$partitions').
     by_partitions = spec.options.split_by == SPLIT_BY_PARTITIONS
     partitions = tuple(partition_columns(path, end_version)) if by_partitions else ()
