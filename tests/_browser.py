@@ -160,7 +160,7 @@ def chromium_context(
             executable_path=str(CHROMIUM),
             headless=True,
             args=list(CHROMIUM_ARGS),
-            viewport={"width": 1600, "height": 1400},  # tall enough for the whole asset graph
+            viewport={"width": 1920, "height": 2600},  # big enough for the whole asset graph
             timezone_id="UTC",
             locale="en-US",
             timeout=timeout_ms,

@@ -37,7 +37,9 @@ REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = Path(__file__).resolve().parent / "output"
 # The derived table whose latest run the test opens, and the checks whose passing result it shows.
 SHOWN_ASSET = "orders_enriched"
-SHOWN_CHECKS = ("watermark_never_decreases", "late_row_rate", "pending_rows_age")
+SHOWN_CHECKS = (
+    "watermark_never_decreases", "late_row_rate", "pending_rows_age", "primary_key_unique",
+)
 # The ops of its graph-backed asset, in order: the stages of a run, each a step of the run's page.
 SHOWN_STEPS = ("read_changelog", "assign_watermarks", "temporal_join", "commit")
 PLATFORM_ASSETS = (

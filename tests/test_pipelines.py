@@ -190,7 +190,8 @@ def test_a_window_aggregates_a_temporal_joins_output(lake: Catalog) -> None:
     assert spec.primary_key == ("window_start", "window_end", "window_time", "currency")
 
 
-def test_running_a_view_says_which_upstream_tables_are_behind(lake: Catalog) -> None:
+def _hourly_orders_with_hour_9_closed(lake: Catalog) -> None:
+    """A window view over `enriched`, and commits that take both inputs past 10:00."""
     lake.execute(
         "CREATE VIEW hourly AS SELECT window_start, window_end, currency, COUNT(*) AS orders "
         "FROM TABLE(TUMBLE(TABLE enriched, DESCRIPTOR(order_time), INTERVAL '1' HOUR)) "
@@ -198,6 +199,10 @@ def test_running_a_view_says_which_upstream_tables_are_behind(lake: Catalog) -> 
     )
     write_commits(lake.root / "rates", [[_rate("EUR", 3, 70)]])
     write_commits(lake.root / "orders", [[_order(3, 30, 65)]])
+
+
+def test_running_a_view_says_which_upstream_tables_are_behind(lake: Catalog) -> None:
+    _hourly_orders_with_hour_9_closed(lake)
     runner = CliRunner()
     args = ["run", "hourly", "--lake", str(lake.root)]
     refused = runner.invoke(main, args)
@@ -394,13 +399,7 @@ def test_temporal_joins_read_derived_tables_on_either_side(lake: Catalog) -> Non
 
 
 def test_a_full_refresh_upstream_is_noticed_downstream(lake: Catalog) -> None:
-    lake.execute(
-        "CREATE VIEW hourly AS SELECT window_start, window_end, currency, COUNT(*) AS orders "
-        "FROM TABLE(TUMBLE(TABLE enriched, DESCRIPTOR(order_time), INTERVAL '1' HOUR)) "
-        "GROUP BY window_start, window_end, currency"
-    )
-    write_commits(lake.root / "rates", [[_rate("EUR", 3, 70)]])
-    write_commits(lake.root / "orders", [[_order(3, 30, 65)]])
+    _hourly_orders_with_hour_9_closed(lake)
     DerivedTable(lake, "enriched").run()
     DerivedTable(lake, "hourly").run()
     DerivedTable(lake, "enriched").run(full_refresh=True)  # rewrites enriched's output
