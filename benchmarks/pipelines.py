@@ -169,17 +169,19 @@ def main() -> None:
         catalog = Catalog(root, spark)
         catalog.declare(DDL)
         report["first"] = _run_both(catalog, meter, "first run")
-        orders = DeltaTable(str(root / "orders"))
         new = int(args.orders * args.new_percent / 100)
         later = _ascending(rng, new, START_US + span, HOUR_US)
         write_deltalake(str(root / "orders"), _orders(rng, args.orders, later), mode="append")
         report["append"] = _run_both(catalog, meter, "append")
         updated = int(args.orders * args.update_percent / 100)
-        orders.update(updates={"amount": "amount + 1"},
-                      predicate=f"order_id >= {args.orders - updated}")
+        DeltaTable(str(root / "orders")).update(
+            updates={"amount": "amount + 1"}, predicate=f"order_id >= {args.orders - updated}"
+        )
         report["recent_updates"] = _run_both(catalog, meter, "recent updates")
         step = max(int(100 / args.update_percent), 1)
-        orders.update(updates={"amount": "amount + 1"}, predicate=f"order_id % {step} = 3")
+        DeltaTable(str(root / "orders")).update(
+            updates={"amount": "amount + 1"}, predicate=f"order_id % {step} = 3"
+        )
         report["uniform_updates"] = _run_both(catalog, meter, "uniform updates")
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"pipelines-{args.orders}.json"
