@@ -15,13 +15,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from _crash import SIGKILL_RETURNCODE, run_in_subprocess, same_rows
-from deltalake import DeltaTable
 from deltatables import update_rows, write_commits
 from pyspark.sql import SparkSession
 
 from chronolake.catalog import Catalog
 from chronolake.clock import ManualClock
-from chronolake.errors import DefinitionError, RunError
+from chronolake.errors import DefinitionError
 from chronolake.lake import DeltaRsBackend
 from chronolake.lake.layout import LATE_ROOT, output_path
 from chronolake.runtime.derived import DerivedTable
@@ -135,12 +134,14 @@ def test_tumble_view_emits_each_window_once_by_the_run_that_closes_it(
     assert (first.watermark_ms, second.watermark_ms) == (ms(10), ms(23))
     assert first.figures == {
         "rows_in": 4, "rows_out": 2, "late_rows": 1, "null_rowtime_rows": 0, "windows_fired": 1,
-        "open_windows": 1, "pending_rows": 1, "state_rows": 1,
+        "open_windows": 1, "pending_rows": 1, "state_rows": 1, "retractions_in": 0,
+        "inserts_out": 2, "update_befores_out": 0, "update_afters_out": 0, "deletes_out": 0,
     }
     # [10, 20) holds k2 of run 1 (state) and k7 of run 2; [20, 30) stays open with k8
     assert second.figures == {
         "rows_in": 6, "rows_out": 2, "late_rows": 3, "null_rowtime_rows": 1, "windows_fired": 1,
-        "open_windows": 1, "pending_rows": 1, "state_rows": 1,
+        "open_windows": 1, "pending_rows": 1, "state_rows": 1, "retractions_in": 0,
+        "inserts_out": 2, "update_befores_out": 0, "update_afters_out": 0, "deletes_out": 0,
     }
     assert third.status is RunStatus.UP_TO_DATE
     everything = output_windows(spark, runs.lake, "per_customer", "customer", "n", "total")
@@ -298,22 +299,23 @@ def test_windows_over_a_processing_time_source_close_by_the_clock(
 
 
 @pytest.mark.spark
-def test_a_window_view_over_updates_stops_the_run_and_writes_nothing(
+def test_a_window_view_over_updates_sends_changes_of_emitted_windows_aside(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     cdf = ORDERS.format(options=", 'changelog' = 'cdf'")
     catalog = lake_with(tmp_path, spark, [cdf, PER_CUSTOMER.format(table="orders")],
                         commits(row(0, "u", 1), row(1, "u", 12)))
-    update_rows(tmp_path / "orders", "k = 0", {"price": "price + 1"})
-    with pytest.raises(
-        RunError,
-        match=r"window aggregation over 'orders' doesn't support consuming update and delete "
-        r"changes, but the commits of 'orders' up to version 2 hold -U/\+U/-D rows; a window "
-        r"view needs an append-only input",
-    ):
-        materialize_view(catalog, "per_customer")
-    assert not output_path(tmp_path, "per_customer").exists()
-    assert DeltaTable(str(tmp_path / "orders")).version() == 2
+    update_rows(tmp_path / "orders", "k = 0", {"price": "price + 1"})  # after [0, 10) closed
+    result = materialize_view(catalog, "per_customer")
+    assert (result.figures["retractions_in"], result.figures["late_rows"]) == (1, 2)
+    late = DeltaRsBackend(spark).snapshot(tmp_path / LATE_ROOT / "per_customer").collect()
+    assert {(r["source_row_kind"], r["_late_reason"]) for r in late} == {
+        ("-U", "retraction_after_emit"), ("+U", "window_closed"),
+    }
+    # [0, 10) emitted once with k0's first price, never revised
+    assert output_windows(spark, tmp_path, "per_customer", "customer", "n", "total") == [
+        (0.0, 10.0, "u", 1, 1)
+    ]
 
 
 # --- planning: dispatch and Flink's errors (no Spark) ---------------------------------------
