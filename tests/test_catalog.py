@@ -13,7 +13,8 @@ from pyspark.sql import SparkSession
 
 from chronolake import Catalog
 from chronolake.demo import build_demo_lake
-from chronolake.errors import DefinitionError
+from chronolake.errors import DefinitionError, SourceError
+from chronolake.runtime.derived import DerivedTable
 from chronolake.schema import TableKind, TableSpec, ViewSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,9 +69,18 @@ def test_computed_and_metadata_columns_are_applied(catalog: Catalog) -> None:
     assert orders.count() == 1999  # 2000 orders, one cancelled
 
 
-def test_deduplication_view_is_queryable(catalog: Catalog) -> None:
-    rows = catalog.sql("SELECT currency, rate FROM latest_rates WHERE currency = 'EUR'").collect()
-    assert [(r.currency, r.rate) for r in rows] == [("EUR", Decimal("1.0900000000"))]
+def test_deduplication_view_is_queryable_once_it_ran(catalog: Catalog) -> None:
+    with pytest.raises(SourceError, match="never run.*chronolake run latest_rates"):
+        catalog.sql("SELECT * FROM latest_rates")
+    result = DerivedTable(catalog, "latest_rates").run()
+    rows = catalog.sql("SELECT currency, rate FROM latest_rates ORDER BY currency").collect()
+    assert [(r.currency, r.rate) for r in rows] == [
+        ("CHF", Decimal("1.1300000000")),
+        ("EUR", Decimal("1.0900000000")),
+        ("JPY", Decimal("0.0069000000")),
+        ("USD", Decimal("1.0000000000")),
+    ]  # the latest rate of each currency; GBP's latest event deleted it
+    assert result.figures["inserts_out"] == 4
 
 
 def test_unknown_table_in_a_query_names_it(catalog: Catalog) -> None:

@@ -17,7 +17,6 @@ from dagster import (
     ExecuteInProcessResult,
     GraphDefinition,
     MetadataValue,
-    OpDefinition,
     TableSchema,
     build_input_context,
     build_output_context,
@@ -101,7 +100,11 @@ def test_derived_tables_run_as_graphs_whose_ops_are_the_stages(lake: Path) -> No
         assert [node.name for node in graph.nodes_in_topological_order] == [
             "read_changelog", "assign_watermarks", "temporal_join", "commit",
         ]
-    assert isinstance(assets["latest_rates"].node_def, OpDefinition)  # recomputed: one op
+    dedup = assets["latest_rates"].node_def
+    assert isinstance(dedup, GraphDefinition)
+    assert [node.name for node in dedup.nodes_in_topological_order] == [
+        "read_changelog", "assign_watermarks", "deduplication", "commit",
+    ]
 
 
 WINDOW_VIEW = """CREATE VIEW orders_per_minute AS
@@ -211,6 +214,9 @@ def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: Spar
     assert refreshed.success
     assert _checks(refreshed) == {
         ("latest_rates", "primary_key_unique"): True,
+        ("latest_rates", "watermark_never_decreases"): True,
+        ("latest_rates", "late_row_rate"): True,
+        ("latest_rates", "pending_rows_age"): True,
         ("orders_enriched", "watermark_never_decreases"): True,
         ("orders_enriched", "late_row_rate"): True,
         ("orders_enriched", "pending_rows_age"): True,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from chronolake import Catalog
 from chronolake.cli import main
+from chronolake.clock import ManualClock
 from chronolake.errors import DefinitionError, SourceError
 from chronolake.lake.layout import LATE_ROOT, output_path
 from chronolake.lake.stamps import WATERMARK_KEY, WATERMARK_MILLIS_KEY
@@ -188,6 +189,105 @@ def test_a_window_aggregates_a_temporal_joins_output(lake: Catalog) -> None:
     spec = lake.spec("hourly")
     assert spec.rowtime == "window_time"
     assert spec.primary_key == ("window_start", "window_end", "window_time", "currency")
+
+
+def test_a_window_reads_a_filter_view_of_a_temporal_joins_output(lake: Catalog) -> None:
+    """A plain view between two operators passes each change through its SELECT, row kinds,
+    time attribute and recorded watermark included (Flink's Calc over a changelog)."""
+    lake.execute(
+        "CREATE VIEW big_eur AS SELECT e.order_id, e.order_time, e.usd * 10 AS cents "
+        "FROM enriched AS e WHERE e.currency = 'EUR' AND e.amount >= 15"
+    )
+    lake.execute(
+        "CREATE VIEW hourly_big AS SELECT window_start, window_end, COUNT(*) AS orders, "
+        "SUM(cents) AS cents FROM TABLE(TUMBLE(TABLE big_eur, DESCRIPTOR(order_time), "
+        "INTERVAL '1' HOUR)) GROUP BY window_start, window_end"
+    )
+    root = lake.root
+    write_commits(root / "rates", [[_rate("EUR", 3, 30)]])
+    write_commits(root / "orders", [[_order(3, 30, 40)]])  # watermark 30: orders 1, 2 join
+    DerivedTable(lake, "enriched").run()
+    first = DerivedTable(lake, "hourly_big").run()
+    assert first.figures["rows_in"] == 1  # order 1 (amount 10) does not pass the view's WHERE
+    # order 2 (20 -> 25) is corrected and order 3 cancelled before hour 9 closes
+    update_rows(root / "orders", "order_id = 2", {"amount": "25"})
+    delete_rows(root / "orders", "order_id = 3")
+    write_commits(root / "rates", [[_rate("EUR", 3, 70)]])
+    write_commits(root / "orders", [[_order(4, 40, 65)]])  # watermark 65: hour 9 closes
+    DerivedTable(lake, "enriched").run()
+    second = DerivedTable(lake, "hourly_big").run()
+    assert second.figures["retractions_in"] == 1  # order 2's -U; order 3 never passed through
+    assert second.watermark_ms == DerivedTable(lake, "enriched").store.latest().watermark
+    rows = lake.sql("SELECT window_start, orders, cents FROM hourly_big").collect()
+    assert [(r["window_start"], r["orders"], r["cents"]) for r in rows] == [(_at(0), 1, 500)]
+    assert lake.spec("big_eur").rowtime == "order_time"
+    assert lake.spec("big_eur").primary_key == ("order_id",)
+
+
+def test_a_temporal_join_probes_a_projection_of_an_updating_table(lake: Catalog) -> None:
+    lake.execute(
+        "CREATE VIEW eur_orders AS SELECT order_id, currency, amount * 2 AS doubled, order_time "
+        "FROM orders WHERE currency = 'EUR'"
+    )
+    lake.execute(
+        "CREATE VIEW eur_enriched AS SELECT o.order_id, o.doubled, o.doubled * r.rate AS usd "
+        "FROM eur_orders AS o JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r "
+        "ON o.currency = r.currency"
+    )
+    root = lake.root
+    write_commits(root / "rates", [[_rate("EUR", 3, 30)]])
+    write_commits(root / "orders", [[_order(3, 30, 40, "USD")]])
+    first = DerivedTable(lake, "eur_enriched").run()
+    assert first.figures["inserts_out"] == 2
+    update_rows(root / "orders", "order_id = 1", {"amount": "11"})
+    delete_rows(root / "orders", "order_id = 2")
+    write_commits(root / "rates", [[_rate("EUR", 4, 60)]])
+    write_commits(root / "orders", [[_order(4, 40, 50)]])
+    second = DerivedTable(lake, "eur_enriched").run()
+    assert (second.figures["update_afters_out"], second.figures["deletes_out"]) == (1, 1)
+    rows = lake.sql("SELECT order_id, doubled, usd FROM eur_enriched").collect()
+    assert {(r["order_id"], r["doubled"], r["usd"]) for r in rows} == {(1, 22, 44), (4, 80, 240)}
+    assert lake.spec("eur_enriched").updating
+
+
+def test_a_window_over_a_view_computed_as_a_whole_is_refused(lake: Catalog) -> None:
+    lake.execute(
+        "CREATE VIEW per_currency AS SELECT currency, MAX(order_time) AS order_time "
+        "FROM orders GROUP BY currency"
+    )
+    lake.execute(
+        "CREATE VIEW windows_of_it AS SELECT window_start, window_end, COUNT(*) AS n "
+        "FROM TABLE(TUMBLE(TABLE per_currency, DESCRIPTOR(order_time), INTERVAL '1' HOUR)) "
+        "GROUP BY window_start, window_end"
+    )
+    with pytest.raises(DefinitionError, match="per_currency"):
+        DerivedTable(lake, "windows_of_it").run()
+
+
+def test_a_derived_table_without_its_time_attribute_is_read_on_processing_time(
+    lake: Catalog,
+) -> None:
+    """Its SELECT dropped the rowtime: a window over another timestamp closes by the clock,
+    as over a source without WATERMARK FOR."""
+    lake.execute(
+        "CREATE VIEW untimed AS SELECT o.order_id, r.currency_time AS rate_time, o.amount "
+        "FROM orders AS o JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r "
+        "ON o.currency = r.currency"
+    )
+    assert lake.spec("untimed").rowtime is None
+    lake.execute(
+        "CREATE VIEW by_rate_hour AS SELECT window_start, window_end, COUNT(*) AS orders "
+        "FROM TABLE(TUMBLE(TABLE untimed, DESCRIPTOR(rate_time), INTERVAL '1' HOUR)) "
+        "GROUP BY window_start, window_end"
+    )
+    write_commits(lake.root / "rates", [[_rate("EUR", 3, 30)]])
+    write_commits(lake.root / "orders", [[_order(3, 30, 40)]])
+    DerivedTable(lake, "untimed").run()
+    clock = ManualClock(int(_at(120).replace(tzinfo=UTC).timestamp() * 1000))
+    result = DerivedTable(lake, "by_rate_hour", clock=clock).run()
+    assert result.processing_time and result.watermark_ms == clock.now_ms()
+    rows = lake.sql("SELECT window_start, orders FROM by_rate_hour").collect()
+    assert [(r["window_start"], r["orders"]) for r in rows] == [(_at(0), 2)]
 
 
 def _hourly_orders_with_hour_9_closed(lake: Catalog) -> None:
@@ -408,3 +508,89 @@ def test_a_full_refresh_upstream_is_noticed_downstream(lake: Catalog) -> None:
     refreshed = DerivedTable(lake, "hourly", on_source_overwrite="full-refresh").run()
     assert refreshed.message.startswith("run 2 rebuilt the table from scratch")
     assert [r["orders"] for r in lake.table("hourly").collect()] == [2]
+
+
+# -- deduplication views are derived tables ----------------------------------------------------
+
+DEDUP_DDL = """
+CREATE TABLE rate_log (
+  currency STRING, rate BIGINT, currency_time TIMESTAMP(3),
+  WATERMARK FOR currency_time AS currency_time
+) WITH ('path' = 'rate_log', 'changelog' = 'append');
+CREATE VIEW last_rates AS
+SELECT currency, rate, currency_time FROM (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY currency_time DESC) AS rownum
+  FROM rate_log
+) WHERE rownum = 1;
+CREATE VIEW first_rates AS
+SELECT currency, rate * 10 AS rate10 FROM (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY currency_time ASC) AS rownum
+  FROM rate_log
+) WHERE rownum = 1;
+"""
+
+
+def _rates_feed(path: Path, version: int) -> list[tuple]:
+    feed = DeltaTable(str(path)).load_cdf(starting_version=version, ending_version=version)
+    rows = pa.table(feed.read_all()).to_pylist()
+    return sorted((r["_change_type"], r["currency"], r["rate"]) for r in rows)
+
+
+def test_a_keep_last_deduplication_emits_updates_and_keep_first_only_inserts(
+    tmp_path: Path, spark  # noqa: ANN001
+) -> None:
+    catalog = Catalog(tmp_path, spark)
+    catalog.declare(DEDUP_DDL)
+    log = tmp_path / "rate_log"
+    write_commits(log, [[_rate("EUR", 2, 10), _rate("USD", 1, 10)], [_rate("EUR", 3, 20)]])
+    last = DerivedTable(catalog, "last_rates").run()
+    assert (last.figures["inserts_out"], last.figures["update_afters_out"]) == (2, 0)
+    first = DerivedTable(catalog, "first_rates").run()
+    assert first.figures["inserts_out"] == 2
+
+    # a newer EUR rate replaces the kept one; an older USD rate arriving late is dropped
+    write_commits(log, [[_rate("EUR", 4, 30)], [_rate("USD", 9, 5)], [_rate("GBP", 7, 40)]])
+    last = DerivedTable(catalog, "last_rates").run()
+    figures = last.figures
+    assert (figures["update_befores_out"], figures["update_afters_out"]) == (1, 1)
+    assert (figures["inserts_out"], figures["outdated_rows"]) == (1, 1)
+    out = output_path(tmp_path, "last_rates")
+    assert _rates_feed(out, last.output_version) == [
+        ("insert", "GBP", 7), ("update_postimage", "EUR", 4), ("update_preimage", "EUR", 3),
+    ]
+    rows = catalog.sql("SELECT currency, rate FROM last_rates").collect()
+    assert {(r["currency"], r["rate"]) for r in rows} == {("EUR", 4), ("USD", 1), ("GBP", 7)}
+    spec = catalog.spec("last_rates")
+    assert (spec.primary_key, spec.rowtime, spec.updating) == (("currency",), "currency_time",
+                                                               True)
+    # the output watermark is the input's (the log's 40 min), recorded in the commit
+    assert _commit_info(out, last.output_version)[WATERMARK_KEY] == "2026-11-02T09:40:00.000Z"
+
+    first = DerivedTable(catalog, "first_rates").run()
+    assert (first.figures["inserts_out"], first.figures["rows_out"]) == (1, 1)  # GBP only
+    rows = catalog.sql("SELECT currency, rate10 FROM first_rates").collect()
+    assert {(r["currency"], r["rate10"]) for r in rows} == {("EUR", 20), ("USD", 10),
+                                                            ("GBP", 70)}
+    assert not catalog.spec("first_rates").updating
+
+
+def test_a_window_counts_the_changes_of_a_keep_last_deduplication(
+    tmp_path: Path, spark  # noqa: ANN001
+) -> None:
+    catalog = Catalog(tmp_path, spark)
+    catalog.declare(DEDUP_DDL)
+    catalog.execute(
+        "CREATE VIEW rates_per_hour AS SELECT window_start, window_end, COUNT(*) AS currencies, "
+        "SUM(rate) AS total FROM TABLE(TUMBLE(TABLE last_rates, DESCRIPTOR(currency_time), "
+        "INTERVAL '1' HOUR)) GROUP BY window_start, window_end"
+    )
+    log = tmp_path / "rate_log"
+    write_commits(log, [[_rate("EUR", 2, 10), _rate("USD", 1, 10)]])
+    DerivedTable(catalog, "last_rates").run()
+    DerivedTable(catalog, "rates_per_hour").run()
+    write_commits(log, [[_rate("EUR", 3, 20)], [_rate("USD", 5, 70)]])  # hour 9 closes
+    DerivedTable(catalog, "last_rates").run()
+    fired = DerivedTable(catalog, "rates_per_hour").run()
+    assert fired.figures["retractions_in"] == 2  # EUR's -U (10 min) and USD's -U (10 min)
+    rows = catalog.sql("SELECT window_start, currencies, total FROM rates_per_hour").collect()
+    assert [(r["window_start"], r["currencies"], r["total"]) for r in rows] == [(_at(0), 1, 3)]

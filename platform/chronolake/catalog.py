@@ -34,7 +34,12 @@ from chronolake.schema import ChangelogMode, TableSpec, ViewSpec
 from chronolake.sql.ddl import QueryStatement, parse_statements
 from chronolake.sql.query import referenced_tables, temporal_joins, to_spark
 from chronolake.sql.temporal import TemporalJoinPlan, TimeMode, plan_temporal_join
-from chronolake.sql.view_kinds import is_derived, output_table_spec
+from chronolake.sql.view_kinds import (
+    is_derived,
+    output_table_spec,
+    plain_source,
+    through_view_spec,
+)
 
 Spec = TableSpec | ViewSpec
 
@@ -182,13 +187,41 @@ class Catalog:
 
     def input_specs(self, query: str) -> dict[str, Spec]:
         """Every registered spec, with the derived views `query` reads as their output tables
-        (what an operator reading them plans against)."""
+        (what an operator reading them plans against). A deduplication view joined
+        FOR SYSTEM_TIME AS OF stays a view: its versions come from its source's changelog."""
         specs = self.specs()
+        versioned_by_source = {
+            ref.build_table.lower() for ref in temporal_joins(query)
+            if getattr(specs.get(ref.build_table.lower()), "deduplication", None) is not None
+        }
         for name in referenced_tables(query):
             spec = specs.get(name.lower())
-            if spec is not None and is_derived(spec):
+            if spec is not None and is_derived(spec) and name.lower() not in versioned_by_source:
                 specs[name.lower()] = self.source_spec(name)
         return specs
+
+    def operator_inputs(self, query: str) -> dict[str, Spec]:
+        """`input_specs`, with each plain view `query` reads (a projection or filter of one
+        table) as its source's changes through the view's SELECT: what an operator runs on."""
+        specs = self.input_specs(query)
+        for name in referenced_tables(query):
+            spec = specs.get(name.lower())
+            if isinstance(spec, ViewSpec) and plain_source(spec.query) is not None:
+                specs[name.lower()] = self._through_view(spec)
+        return specs
+
+    def _through_view(self, view: ViewSpec) -> TableSpec:
+        source_name = plain_source(view.query)
+        assert source_name is not None
+        source = self.operator_inputs(view.query)[source_name.lower()]
+        if not isinstance(source, TableSpec):
+            msg = (
+                f"view {view.name!r} reads {source.name!r}, a view computed as a whole on read, "
+                "whose changes no operator can follow; read a table, a derived table, or a "
+                "projection or filter of one"
+            )
+            raise DefinitionError(msg)
+        return through_view_spec(view, source, self.sql(view.query).schema)
 
     def table(self, name: str) -> DataFrame:
         """The current contents of a table or view, with computed and metadata columns applied.
@@ -226,7 +259,7 @@ class Catalog:
         if not isinstance(spec, TableSpec):
             raise DefinitionError(
                 f"{name!r} is a view computed on read; only tables and derived tables (views "
-                "with a temporal join or a window aggregate) have a changelog"
+                "with a temporal join, a window aggregate or a deduplication) have a changelog"
             )
         return changelog_dataframe(self.spark, self.backend, spec, self.root, start_version,
                                    end_version)

@@ -1,13 +1,16 @@
-"""A declared table as a Spark relation: its rows with computed and metadata columns applied."""
+"""A declared table as a Spark relation: its rows with computed and metadata columns applied;
+a plain view's changes as its SELECT makes them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from sqlglot import exp
 
-from chronolake.dialect import spark_type, to_spark_sql
+from chronolake.dialect import spark_sql, spark_type, to_spark_sql
 from chronolake.errors import DefinitionError
 from chronolake.lake import LakeBackend, read_changelog, read_table_state
 from chronolake.lake.changelog import (
@@ -17,6 +20,7 @@ from chronolake.lake.changelog import (
 )
 from chronolake.lake.reader import latest_per_key
 from chronolake.schema import ChangelogMode, ComputedColumn, MetadataColumn, MetadataKey, TableSpec
+from chronolake.sql.query import parse_query
 
 _METADATA_SOURCES = {
     MetadataKey.COMMIT_TIMESTAMP: COMMIT_TIMESTAMP,
@@ -86,6 +90,28 @@ def changelog_dataframe(
     """The table's changes between two versions with declared and system columns."""
     changes = read_changelog(spark, backend, spec, root, start_version, end_version)
     return with_declared_columns(changes, spec)
+
+
+def through_view_rows(rows: DataFrame, query: str, carried: Sequence[str]) -> DataFrame:
+    """A plain view's SELECT (`query`, over one relation) applied to each change of its
+    source, as Flink's Calc applies it: the WHERE drops a change (an update's two halves are
+    judged each on its own values), the SELECT list computes the view's columns, and the
+    `carried` columns (row kind, arrival order, watermark annotations) pass through."""
+    select = parse_query(query)
+    alias = select.args["from_"].this.alias_or_name
+    frame = rows.alias(alias)
+    where = select.args.get("where")
+    if where is not None:
+        frame = frame.where(F.expr(spark_sql(where.this)))
+    own = [c for c in rows.columns if c not in carried]
+    items: list[Column] = []
+    for item in select.expressions:
+        value = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(value, exp.Star) or isinstance(value.args.get("this"), exp.Star):
+            items += [F.col(f"`{column}`") for column in own]
+        else:
+            items.append(F.expr(spark_sql(value)).alias(item.alias_or_name))
+    return frame.select(*items, *(F.col(c) for c in carried))
 
 
 def _state_with_commits(

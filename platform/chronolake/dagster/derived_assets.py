@@ -2,7 +2,7 @@
 
 A run's page shows each step: `read_changelog` (fix what the run reads, read
 each input's new commits), `assign_watermarks` (stamp them with their
-watermarks), the operator's step (`temporal_join` or `window_aggregate`), and
+watermarks), the operator's step (`temporal_join`, `window_aggregate` or `deduplication`), and
 `commit` (output, late rows, state and checkpoint, exactly once; then the
 materialization metadata and the run's checks). A run that finds nothing new
 flows through every op as a no-op and still records its metadata. The ops are
@@ -56,7 +56,7 @@ from chronolake.runtime.inputs import ChangelogRead, InputRead
 from chronolake.runtime.operator import Step
 from chronolake.runtime.result import RunResult
 from chronolake.schema import ViewSpec
-from chronolake.sql.view_kinds import view_kind
+from chronolake.sql.view_kinds import ViewKind, view_kind
 
 READ_STAGE = "read_changelog"
 ASSIGN_STAGE = "assign_watermarks"
@@ -176,6 +176,17 @@ window_aggregate = _operator_op(
     "in state; count the figures (one query).",
 )
 
+deduplication = _operator_op(
+    "deduplication",
+    "The deduplication's step: per key, the row it keeps now (+I, or -U/+U when a newer row "
+    "replaces the kept one; -D when the key's latest event deletes it); count the figures.",
+)
+_OPERATOR_OPS = {
+    ViewKind.TEMPORAL_JOIN: temporal_join,
+    ViewKind.WINDOW_AGGREGATE: window_aggregate,
+    ViewKind.DEDUPLICATION: deduplication,
+}
+
 _CHECK_OUTS = {name: Out(Nothing) for name in RUN_CHECKS}
 
 
@@ -225,11 +236,6 @@ def _cost_metadata(run: StagedRun, result: RunResult) -> dict[str, Any]:
     return metadata
 
 
-def operator_step_name(spec: ViewSpec) -> str:
-    """The op of the view's operator: `temporal_join` or `window_aggregate`."""
-    return view_kind(spec).value
-
-
 def derived_asset(
     spec: ViewSpec,
     *,
@@ -240,7 +246,7 @@ def derived_asset(
 ) -> AssetsDefinition:
     """The graph-backed asset of an incrementally run view: read → assign watermarks →
     operator → commit."""
-    operate = temporal_join if operator_step_name(spec) == "temporal_join" else window_aggregate
+    operate = _OPERATOR_OPS[view_kind(spec)]
     check_outputs = {name: f"{spec.name}_{name}" for name in RUN_CHECKS}
 
     @config_mapping

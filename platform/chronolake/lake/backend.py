@@ -147,6 +147,7 @@ class LakeBackend(ABC):
         path: str | Path,
         *,
         key: Sequence[str],
+        retracting: bool,
         app_id: str,
         app_version: int,
         commit_info: Mapping[str, str] | None = None,
@@ -155,12 +156,16 @@ class LakeBackend(ABC):
         to the table keyed by `key`, in one commit with the change data feed on (see
         `chronolake.lake.upserts`) tagged with the application transaction; return the new
         version, or None when that transaction is already in the table. Creates the table
-        when `path` holds none.
+        when `path` holds none. `retracting` says whether the batch holds -U or -D rows (the
+        run's figures know it): a batch without any is appended, rewriting nothing.
         """
 
-    def commit_info(self, path: str | Path, version: int) -> Mapping[str, object]:
-        """The `commitInfo` of commit `version`, from the log (metadata-sized)."""
-        return self._log_range(path, version, version)[0].info
+    def commit_infos(
+        self, path: str | Path, start: int, end: int
+    ) -> dict[int, Mapping[str, object]]:
+        """The `commitInfo` of commits `start..end` (inclusive), by version: one ranged read
+        of the log (metadata-sized)."""
+        return {commit.version: commit.info for commit in self._log_range(path, start, end)}
 
     @abstractmethod
     def _table_metadata(self, path: str | Path, version: int) -> TableMetadata:

@@ -38,7 +38,6 @@ from chronolake.lake.upserts import (
     additions,
     apply_changes,
     final_rows,
-    has_retractions,
 )
 
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -170,6 +169,7 @@ class DeltaRsBackend(LakeBackend):
         path: str | Path,
         *,
         key: Sequence[str],
+        retracting: bool,
         app_id: str,
         app_version: int,
         commit_info: Mapping[str, str] | None = None,
@@ -182,7 +182,6 @@ class DeltaRsBackend(LakeBackend):
         table = _create_if_missing(changes.select(*columns), root, (), enable_cdf=True)
         if _committed(table, app_id, app_version):
             return None
-        retracting = has_retractions(changes)
         stored = self._stored_rows(table, root) if retracting else None
         if stored is None:  # nothing to rewrite: an append of what the batch leaves
             rows = final_rows(changes, key) if retracting else additions(changes)

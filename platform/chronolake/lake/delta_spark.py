@@ -138,6 +138,7 @@ class DeltaSparkBackend(LakeBackend):
         path: str | Path,
         *,
         key: Sequence[str],
+        retracting: bool,
         app_id: str,
         app_version: int,
         commit_info: Mapping[str, str] | None = None,

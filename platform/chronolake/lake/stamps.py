@@ -50,12 +50,16 @@ def stamped_watermark(info: Mapping[str, object]) -> int | None:
     return None if millis is None else int(str(millis))
 
 
-def recorded_watermark(backend: LakeBackend, path: str | Path, version: int) -> int | None:
-    """The watermark commit `version` of a derived table recorded; None before the first
-    commit (version -1) or when it recorded none."""
-    if version < 0:
-        return None
-    return stamped_watermark(backend.commit_info(path, version))
+def recorded_watermarks(
+    backend: LakeBackend, path: str | Path, start: int, end: int
+) -> dict[int, int | None]:
+    """The watermark each commit `start..end` of a derived table recorded, by version (one
+    read of the log); None before the first commit (version -1) or where it recorded none."""
+    infos = backend.commit_infos(path, max(start, 0), end) if end >= 0 else {}
+    return {
+        version: stamped_watermark(infos[version]) if version in infos else None
+        for version in range(start, end + 1)
+    }
 
 
 def latest_recorded_watermark(path: str | Path) -> int | None:

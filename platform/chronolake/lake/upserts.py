@@ -40,11 +40,6 @@ class Upsert:
     change_data: DataFrame
 
 
-def has_retractions(changes: DataFrame) -> bool:
-    """Whether the batch retracts anything (one small Spark job)."""
-    return bool(changes.where(F.col(ROW_KIND).isin(*_RETRACTIONS)).limit(1).count())
-
-
 def additions(changes: DataFrame) -> DataFrame:
     """A batch without retractions as the rows it adds (each key's one +I or +U)."""
     columns = [c for c in changes.columns if c not in SYSTEM_COLUMNS]

@@ -81,7 +81,7 @@ class RunPlan:
 
 
 class DerivedTable:
-    """Incremental, exactly-once runs of a view (a temporal join, a window aggregate).
+    """Incremental, exactly-once runs of a view (a temporal join, a window, a deduplication).
 
     Example:
         >>> result = DerivedTable(catalog, "orders_enriched").run()
@@ -231,7 +231,7 @@ class DerivedTable:
         input moved. A source rewritten by OVERWRITE since the checkpoint turns the run
         into a full refresh when that is allowed (or nothing was consumed yet), else stops it.
         """
-        specs = self.inputs
+        specs = {name: spec.changelog_table for name, spec in self.inputs.items()}
         paths = {name: self.catalog.table_path(spec) for name, spec in specs.items()}
         ends = {name: self.catalog.backend.latest_version(path) for name, path in paths.items()}
         positions = self._positions(committed)
@@ -371,9 +371,10 @@ class DerivedTable:
                 state, self.output_path, enable_cdf=True, commit_info=stamp
             )
         elif self.view.updating:
+            retracting = any(step.figures.get(f) for f in ("update_befores_out", "deletes_out"))
             version = backend.commit_changes(
-                changes, self.output_path, key=self.view.primary_key, app_id=app,
-                app_version=run, commit_info=stamp,
+                changes, self.output_path, key=self.view.primary_key, retracting=retracting,
+                app_id=app, app_version=run, commit_info=stamp,
             )
         else:  # insert-only: every change is a new row
             version = backend.append_dataframe(

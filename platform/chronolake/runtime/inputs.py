@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.errors import PythonException
 from pyspark.sql import DataFrame
@@ -29,9 +29,16 @@ from pyspark.sql import functions as F
 from chronolake.catalog import Catalog
 from chronolake.errors import SourceError
 from chronolake.lake import read_table_state
-from chronolake.lake.changelog import COMMIT_TIMESTAMP, COMMIT_VERSION, POSITION, ROW_KIND, RowKind
-from chronolake.lake.stamps import recorded_watermark
-from chronolake.relations import with_declared_columns
+from chronolake.lake.changelog import (
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    POSITION,
+    ROW_KIND,
+    SYSTEM_COLUMNS,
+    RowKind,
+)
+from chronolake.lake.stamps import recorded_watermarks
+from chronolake.relations import through_view_rows, with_declared_columns
 from chronolake.runtime.checkpoint import InputPosition
 from chronolake.runtime.source_checks import (
     check_columns,
@@ -74,6 +81,9 @@ class ChangelogRead:
     recorded_watermarks: Mapping[int, int | None] | None = None
     """For a derived table read as a source: the output watermark each commit of the read
     (and the one before it) recorded, by version."""
+    views: tuple[TableSpec, ...] = ()
+    """The plain views this input is, innermost first, when it reads `spec`'s changes through
+    their SELECTs."""
 
     @property
     def phase(self) -> str:
@@ -112,8 +122,11 @@ def refresh_position(catalog: Catalog, spec: TableSpec, end_version: int) -> Inp
     starts at its last OVERWRITE (that version read as inserts, then its changes),
     at version 0 when it has none, or at a snapshot of `end_version` when the
     changes from there can no longer be read (VACUUM or log cleanup removed them:
-    the refresh then sees the table as it is, without its history).
+    the refresh then sees the table as it is, without its history). A plain view starts
+    where its source does.
     """
+    if spec.through_view is not None:
+        return refresh_position(catalog, spec.through_view.source, end_version)
     if spec.options.startup_mode is StartupMode.SNAPSHOT_THEN_CHANGELOG:
         return initial_position(spec)
     last = max(overwrite_versions(catalog.table_path(spec), 0, end_version), default=0)
@@ -137,8 +150,12 @@ def read_input(
 
     Raises `SourceError` (before any Spark job) when the source is not a Delta table,
     lost or retyped a declared column, or cannot be read in that range; `derived` is
-    the derived table's name, for the message.
+    the derived table's name, for the message. A plain view reads its source's changes.
     """
+    if spec.through_view is not None:
+        read = read_input(catalog, spec.through_view.source, position, end_version,
+                          derived=derived)
+        return replace(read, views=(*read.views, spec))
     path = catalog.table_path(spec)
     require_delta_table(path, spec, derived)
     columns = declared_column_types(path, spec, end_version)
@@ -148,12 +165,8 @@ def read_input(
     )
     rows = _rows(catalog, spec, position, end_version)
     recorded = None
-    if spec.derived:  # metadata-sized: one commit info per commit of the read
-        path = catalog.table_path(spec)
-        recorded = {
-            version: recorded_watermark(catalog.backend, path, version)
-            for version in range(position.version, end_version + 1)
-        }
+    if spec.derived and spec.rowtime is not None:  # without one it follows processing time
+        recorded = recorded_watermarks(catalog.backend, path, position.version, end_version)
         if position.phase == BOOTSTRAP_PHASE:  # a refresh reads the snapshot as new rows
             recorded[position.version] = None
     # Read from the log only where the splits follow them ('$partitions').
@@ -204,8 +217,24 @@ def assign_watermarks(
     job: the per-split maxima, unless given as `maxima`) and moves the position's
     watermark state; a source without `WATERMARK FOR`, and a hybrid source in either
     phase, follow processing time and nothing is late. `now_ms` is the run's clock,
-    against which a split with no new rows may go idle (`'scan.idle-timeout'`).
+    against which a split with no new rows may go idle (`'scan.idle-timeout'`). A plain
+    view's rows are its source's, watermarked, through the view's SELECT.
     """
+    assigned = _assign(read, now_ms=now_ms, maxima=maxima)
+    if not read.views:
+        return assigned
+    rows = assigned.rows
+    carried = [c for c in (*SYSTEM_COLUMNS, WATERMARK_COLUMN, LATE_COLUMN) if c in rows.columns]
+    for view in read.views:
+        assert view.through_view is not None
+        rows = through_view_rows(rows, view.through_view.query, carried)
+    return InputRead(read.views[-1], rows, assigned.watermark, assigned.position,
+                     read.switched_at)
+
+
+def _assign(
+    read: ChangelogRead, *, now_ms: int | None, maxima: Sequence[SplitTick] | None
+) -> InputRead:
     spec, position = read.spec, read.position
     if read.recorded_watermarks is not None:
         return _recorded(read)
@@ -233,17 +262,21 @@ def _recorded(read: ChangelogRead) -> InputRead:
     in_force = {
         version: recorded.get(version - 1) for version in recorded if version > min(recorded)
     }
-    pairs = [F.lit(v) for version, ms in in_force.items() for v in (version, ms or LONG_MIN)]
+    pairs = [F.lit(v) for version, ms in in_force.items() for v in (version, _or_min(ms))]
     stamped = F.create_map(*pairs)[F.col(COMMIT_VERSION)] if pairs else F.lit(None)
-    watermark = F.coalesce(stamped.cast("long"), F.lit(recorded.get(min(recorded)) or LONG_MIN))
+    watermark = F.coalesce(stamped.cast("long"), F.lit(_or_min(recorded.get(min(recorded)))))
     rowtime_ms = F.unix_micros(F.col(read.spec.rowtime).cast("timestamp")) / 1000
     rows = read.rows.withColumn(WATERMARK_COLUMN, watermark).withColumn(
         LATE_COLUMN, F.coalesce(rowtime_ms <= F.col(WATERMARK_COLUMN), F.lit(False))
     )
-    current = recorded.get(latest)
-    state = WatermarkState(watermark=LONG_MIN if current is None else current)
+    state = WatermarkState(watermark=_or_min(recorded.get(latest)))
     moved = read.position.model_copy(update={"watermarks": state})
     return InputRead(read.spec, rows, Watermark(state.watermark), moved, read.switched_at)
+
+
+def _or_min(watermark_ms: int | None) -> int:
+    """A recorded watermark, or the minimum where none was recorded (the epoch is one)."""
+    return LONG_MIN if watermark_ms is None else watermark_ms
 
 
 def _assigner(read: ChangelogRead) -> WatermarkAssigner | None:

@@ -54,7 +54,7 @@ class TemporalJoinOperator(Operator):
     """A view whose query joins a probe table with a versioned (or regular) build side."""
 
     def __init__(self, catalog: Catalog, view: ViewSpec) -> None:
-        specs = catalog.input_specs(view.query)
+        specs = catalog.operator_inputs(view.query)
         self.plan: TemporalJoinPlan = plan_temporal_join(view.query, specs)
         self.probe = self.plan.probe
         self.build = _build_table(catalog, self.plan.build)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from chronolake.catalog import Catalog
 from chronolake.errors import DefinitionError
+from chronolake.runtime.dedup_operator import DeduplicateOperator
 from chronolake.runtime.join_operator import TemporalJoinOperator
 from chronolake.runtime.operator import Operator
 from chronolake.runtime.window_operator import WindowAggregateOperator
@@ -18,8 +19,10 @@ def operator_for(catalog: Catalog, view: ViewSpec) -> Operator:
         return TemporalJoinOperator(catalog, view)
     if kind is ViewKind.WINDOW_AGGREGATE:
         return WindowAggregateOperator(catalog, view)
+    if kind is ViewKind.DEDUPLICATION:
+        return DeduplicateOperator(catalog, view)
     raise DefinitionError(
-        f"view {view.name!r} has neither a temporal join nor a window aggregate: it is "
+        f"view {view.name!r} has no temporal join, window aggregate or deduplication: it is "
         "recomputed as a whole, not run incrementally; materialize it with "
         "chronolake.runtime.views.materialize_view"
     )

@@ -248,8 +248,10 @@ def plan_ticks(
 
 
 def _event_time(read: InputRead) -> bool:
-    """Whether the input makes event-time progress in this run (else: read in tick 0)."""
-    return read.spec.watermark is not None and not read.watermark.use_processing_time
+    """Whether the input makes event-time progress of its own in this run (else: read in tick
+    0). A derived table's watermark is the one its commits recorded, and a plain view's its
+    source's: neither has a generator to cut ticks with."""
+    return read.assigner is not None and not read.watermark.use_processing_time
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""Materializing any view: incrementally when it has a temporal join or aggregates windows,
-else by recomputing it."""
+"""Materializing any view: incrementally when it joins FOR SYSTEM_TIME AS OF, aggregates windows
+or deduplicates, else by recomputing it."""
 
 from __future__ import annotations
 

@@ -69,7 +69,8 @@ class WindowAggregateOperator(Operator):
     """
 
     def __init__(self, catalog: Catalog, view: ViewSpec) -> None:
-        self.plan: WindowPlan = plan_window_aggregate(view.query, catalog.input_specs(view.query))
+        specs = catalog.operator_inputs(view.query)
+        self.plan: WindowPlan = plan_window_aggregate(view.query, specs)
         self.source = self.plan.source
         self.inputs = (self.source,)
         self.event_time = self.plan.event_time

@@ -191,6 +191,11 @@ class TableSpec(_Frozen):
         description="The output of a derived view read as a source: its watermark is the one "
         "each commit recorded, never re-derived from the data.",
     )
+    through_view: ThroughView | None = Field(
+        None,
+        description="Set for a plain view (a projection or filter of one table) read as an "
+        "operator's input: the changes of `through_view.source` pass through its SELECT.",
+    )
 
     @property
     def kind(self) -> TableKind:
@@ -200,6 +205,11 @@ class TableSpec(_Frozen):
     @property
     def rowtime(self) -> str | None:
         return self.watermark.rowtime if self.watermark else None
+
+    @property
+    def changelog_table(self) -> TableSpec:
+        """The table whose commits this one reads: itself, or a plain view's source."""
+        return self if self.through_view is None else self.through_view.source.changelog_table
 
     @property
     def proctime(self) -> str | None:
@@ -385,3 +395,15 @@ class ViewSpec(_Frozen):
     def kind(self) -> TableKind:
         versioned = bool(self.primary_key) and self.rowtime is not None
         return TableKind.VERSIONED if versioned else TableKind.REGULAR
+
+
+class ThroughView(_Frozen):
+    """A plain view read as an operator's input, as Flink's Calc reads a changelog: each change
+    of `source` goes through `query` (its WHERE drops it, its SELECT list computes the view's
+    columns) and keeps its row kind, its arrival order and its source's watermark."""
+
+    source: TableSpec = Field(..., description="The table (or derived table) the view reads.")
+    query: str = Field(..., description="The view's SELECT over `source`.")
+
+
+TableSpec.model_rebuild()

@@ -1,16 +1,22 @@
 """What a view is, and what its output carries: the one owner of a view's kind.
 
 A view is a *derived table* (run incrementally, its output a changelog table)
-when it has a temporal join or aggregates windows; a deduplication view or a
-plain SQL view is computed from its inputs on read. A derived table's output
+when it has a temporal join, aggregates windows or deduplicates; any other view
+is computed from its inputs on read, and a plain one (a projection or filter of
+one table) can feed an operator, change by change. A derived table's output
 carries, as Flink's operators do:
 
 - an *upsert key*: the probe's primary key through a temporal join, window
-  bounds plus group keys out of a window aggregate; its rows are unique on it;
+  bounds plus group keys out of a window aggregate, the partition key of a
+  deduplication; its rows are unique on it;
 - a *time attribute*: the probe's rowtime through a temporal join,
-  `window_time` out of a window, when the SELECT keeps it;
+  `window_time` out of a window, the ordering rowtime of a keep-last
+  deduplication, when the SELECT keeps it;
 - a *changelog mode*: updating (its changes hold -U/+U/-D) when its input is,
-  through a temporal join; insert-only out of a window aggregate.
+  through a temporal join; insert-only out of a window aggregate; updating
+  out of a keep-last deduplication, insert-only out of a keep-first one.
+
+A plain view passes its source's key, time attribute and changelog mode through.
 
 A view whose output is updating must keep its upsert key: CREATE VIEW refuses
 one that projects it away, naming the column.
@@ -21,14 +27,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, StructType
 from sqlglot import exp
 
 from chronolake.dialect import flink_type
 from chronolake.errors import DefinitionError
 from chronolake.schema.options import ChangelogMode, DeltaOptions
-from chronolake.schema.spec import KeepRow, PhysicalColumn, TableSpec, ViewSpec, WatermarkSpec
-from chronolake.sql._names import lookup
+from chronolake.schema.spec import (
+    PhysicalColumn,
+    TableSpec,
+    ThroughView,
+    ViewSpec,
+    WatermarkSpec,
+)
+from chronolake.sql._names import lookup, relation_name
 from chronolake.sql.query import TemporalJoinRef, parse_query, temporal_joins
 from chronolake.sql.window import is_window_aggregate
 from chronolake.windows.tvf import WINDOW_END, WINDOW_START, WINDOW_TIME
@@ -60,27 +72,23 @@ def is_derived(spec: TableSpec | ViewSpec) -> bool:
     """Whether `spec` is a derived table: a view run incrementally into a changelog table."""
     if not isinstance(spec, ViewSpec):
         return False
-    return view_kind(spec) in (ViewKind.TEMPORAL_JOIN, ViewKind.WINDOW_AGGREGATE)
+    return view_kind(spec) is not ViewKind.PLAIN
 
 
 def is_updating(spec: TableSpec | ViewSpec) -> bool:
     """Whether the changes of `spec` may hold -U/+U/-D rows."""
     if isinstance(spec, TableSpec):
         return spec.options.changelog is not ChangelogMode.APPEND
-    if spec.deduplication is not None:
-        return spec.deduplication.keep is KeepRow.LAST
     return spec.updating
 
 
 def output_table_spec(view: ViewSpec, schema: StructType, path: str) -> TableSpec:
     """A derived view's output as a source table: its stored columns, its upsert key, its
     time attribute (with a watermark taken from the commits) and its change data feed."""
-    columns = []
-    for field in schema.fields:
-        declared = flink_type(field.dataType)
-        if view.rowtime is not None and field.name.lower() == view.rowtime.lower():
-            declared = declared.replace("(6)", "(3)")  # a time attribute has precision <= 3
-        columns.append(PhysicalColumn(name=field.name, type=declared))
+    columns = [
+        PhysicalColumn(name=field.name, type=_attribute_type(view, field.dataType, field.name))
+        for field in schema.fields
+    ]
     watermark = None
     if view.rowtime is not None:
         watermark = WatermarkSpec(rowtime=view.rowtime, expression=view.rowtime)
@@ -97,12 +105,55 @@ def output_table_spec(view: ViewSpec, schema: StructType, path: str) -> TableSpe
     )
 
 
+def through_view_spec(view: ViewSpec, source: TableSpec, schema: StructType) -> TableSpec:
+    """A plain view over `source` as an operator's input: the view's columns (`schema`), the
+    key and time attribute it passes through, and `source`'s changes, read through its SELECT.
+    Its ticks and alignment are its source's own business: the view reads in one tick."""
+    columns = tuple(
+        PhysicalColumn(name=field.name, type=_attribute_type(view, field.dataType, field.name))
+        for field in schema.fields
+    )
+    watermark = None
+    if view.rowtime is not None:
+        watermark = WatermarkSpec(rowtime=view.rowtime, expression=view.rowtime)
+    options = source.options.model_copy(update={
+        "max_rows_per_tick": None, "alignment_group": None, "split_by": None,
+    })
+    return TableSpec(
+        name=view.name, columns=columns, watermark=watermark, primary_key=view.primary_key,
+        options=options, through_view=ThroughView(source=source, query=view.query),
+    )
+
+
+def plain_source(query: str) -> str | None:
+    """The one table a plain view projects and filters (Flink's Calc: row by row, so its
+    changes keep their kinds); None for a view that joins, groups, orders or ranks."""
+    select = parse_query(query)
+    if not isinstance(select, exp.Select):
+        return None
+    source = select.args.get("from_")
+    table = source.this if source is not None else None
+    if not isinstance(table, exp.Table) or table.args.get("version") is not None:
+        return None
+    clauses = ("joins", "group", "having", "distinct", "order", "limit", "offset", "qualify",
+               "with_")
+    if any(select.args.get(clause) for clause in clauses):
+        return None
+    nested = (exp.Window, exp.AggFunc, exp.Subquery, exp.Select)  # ranks, aggregates, queries
+    if any(node is not select for node in select.find_all(*nested)):
+        return None
+    return relation_name(table)
+
+
 def derived_view(view: ViewSpec, catalog: Catalog) -> ViewSpec:
     """`view` with the upsert key, time attribute and changelog mode its output carries."""
     kind = view_kind(view)
     select = parse_query(view.query)
     if not isinstance(select, exp.Select):
         return view
+    if kind is ViewKind.PLAIN:
+        source = plain_source(view.query)
+        return view if source is None else _through_plain_view(view, select, source, catalog)
     if kind is ViewKind.TEMPORAL_JOIN:
         [ref] = temporal_joins(view.query)[:1] or [None]
         if ref is None or ref.probe_table is None:
@@ -142,6 +193,28 @@ def _through_temporal_join(
         "rowtime": rowtime,
         "updating": updating,
     })
+
+
+def _through_plain_view(
+    view: ViewSpec, select: exp.Select, source_name: str, catalog: Catalog
+) -> ViewSpec:
+    """The key, time attribute and changelog mode a projection or filter passes through."""
+    source = lookup(catalog, source_name, reader=f"view {view.name!r}")
+    alias = select.args["from_"].this.alias_or_name
+    key = [_passed_through(select, alias, column) for column in source.primary_key]
+    return view.model_copy(update={
+        "primary_key": tuple(k for k in key if k is not None) if all(key) else (),
+        "rowtime": _passed_through(select, alias, source.rowtime),
+        "updating": is_updating(source),
+    })
+
+
+def _attribute_type(view: ViewSpec, data_type: DataType, name: str) -> str:
+    """The declared type of a stored column; a time attribute's has precision <= 3."""
+    declared = flink_type(data_type)
+    if view.rowtime is not None and name.lower() == view.rowtime.lower():
+        return declared.replace("(6)", "(3)")
+    return declared
 
 
 def _out_of_window(view: ViewSpec, select: exp.Select) -> ViewSpec:

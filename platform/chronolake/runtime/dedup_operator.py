@@ -1,0 +1,154 @@
+"""Deduplication as a run operator: the row each key keeps, and its changes, as Flink emits them.
+
+A view `SELECT ... FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY t DESC|ASC)
+AS rn FROM src) WHERE rn = 1` keeps one row per key (`chronolake.sql._views`):
+
+- keep-last (`DESC`): a row whose `t` is at or after the kept row's replaces it (among rows
+  with the same `t`, the later arrival wins), as Flink's `RowTimeDeduplicateFunction` keeps
+  the last row. The first row of a key is `+I`; a replacement is `-U` (the row kept until
+  now) then `+U`. Over a changelog source, a `-D` that is the key's latest event removes its
+  row (`-D`) and `-U` rows are skipped. A row older than the kept one is dropped and counted
+  (`outdated_rows`).
+- keep-first (`ASC`): the first row of a key (the earliest `t`; the first arrival among
+  equal ones) is `+I`, and nothing replaces it: an insert-only output.
+
+Rows are kept as they arrive, without waiting for the watermark (Flink's deduplication
+emits at once too); the output watermark is the input's. State (role `kept`) holds the
+source row each key keeps. A row whose `t` is null goes to the late-rows side table.
+A run collapses each key's changes into one (Flink's mini-batch deduplication does the same).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from chronolake.catalog import Catalog
+from chronolake.errors import DefinitionError
+from chronolake.lake.changelog import ARRIVAL_ORDER, POSITION, ROW_KIND, SYSTEM_COLUMNS, RowKind
+from chronolake.relations import through_view_rows
+from chronolake.runtime.inputs import InputRead
+from chronolake.runtime.operator import (
+    INTERNAL_COLUMNS,
+    Operator,
+    RunContext,
+    Step,
+    count_figures,
+    kind_frames,
+    reused,
+)
+from chronolake.schema import TableSpec, ViewSpec
+from chronolake.schema.spec import KeepRow
+from chronolake.sql._views import kept_row_selects
+from chronolake.watermarks._late import LateReason, side_table_rows
+from chronolake.watermarks.watermark import Watermark
+
+KEPT_ROLE = "kept"
+"""The state table of the source row each key keeps."""
+
+_BEST = "__dd_best"
+_KEPT = "__dd_kept"
+
+
+class DeduplicateOperator(Operator):
+    """A deduplication view, run incrementally into a changelog table keyed by its key."""
+
+    def __init__(self, catalog: Catalog, view: ViewSpec) -> None:
+        dedup = view.deduplication
+        assert dedup is not None, "only deduplication views have this operator"
+        source = catalog.operator_inputs(view.query)[dedup.source.lower()]
+        if not isinstance(source, TableSpec):
+            msg = (
+                f"deduplication view {view.name!r} reads {source.name!r}, a view computed as a "
+                "whole on read, whose changes no operator can follow; deduplicate a table, a "
+                "derived table, or a projection or filter of one"
+            )
+            raise DefinitionError(msg)
+        self.source = source
+        self.inputs = (source,)
+        self.event_time = source.watermark is not None
+        self.key, self.order_by = dedup.key, dedup.order_by
+        self.keep_last = dedup.keep is KeepRow.LAST
+        self.selects = kept_row_selects(view.query)
+
+    def step(
+        self,
+        context: RunContext,
+        reads: Mapping[str, InputRead],
+        watermark: Watermark,
+        watermark_ms: int | None,
+    ) -> Step:
+        rows = reused(reads[self.source.name].rows)
+        timed = F.col(f"`{self.order_by}`").isNotNull()
+        events = [RowKind.INSERT.value, RowKind.UPDATE_AFTER.value]
+        if self.keep_last:
+            events.append(RowKind.DELETE.value)  # a key's latest event may remove its row
+        candidates = rows.where(timed & F.col(ROW_KIND).isin(*events))
+        columns = [c for c in rows.columns if c not in (*SYSTEM_COLUMNS, *INTERNAL_COLUMNS)]
+        kept = context.state(KEPT_ROLE)
+        if kept is None:
+            kept = candidates.select(*columns).limit(0)
+        best = self._best_per_key(candidates, columns)
+        joined = reused(best.join(
+            kept.select(*self.key, F.struct(*columns).alias(_KEPT)), on=list(self.key),
+            how="left",
+        ))
+        was_kept = F.col(_KEPT).isNotNull()
+        if self.keep_last:
+            newer = F.col(f"{_KEPT}.`{self.order_by}`") <= F.col(f"`{self.order_by}`")
+            changed = joined.where(~was_kept | newer)
+        else:
+            changed = joined.where(~was_kept)
+        deleted = F.col(ROW_KIND) == RowKind.DELETE.value
+        additions = changed.where(~deleted).select(
+            *columns,
+            F.when(was_kept, F.lit(RowKind.UPDATE_AFTER.value))
+            .otherwise(F.lit(RowKind.INSERT.value)).alias(ROW_KIND),
+            *ARRIVAL_ORDER,
+        )
+        retractions = changed.where(was_kept).select(  # the row kept until now
+            *(F.col(f"{_KEPT}.`{c}`").alias(c) for c in columns),
+            F.when(deleted, F.lit(RowKind.DELETE.value))
+            .otherwise(F.lit(RowKind.UPDATE_BEFORE.value)).alias(ROW_KIND),
+            *[c for c in ARRIVAL_ORDER if c != POSITION],
+            (F.col(POSITION) - 1).alias(POSITION),  # before its +U
+        )
+        changes = retractions.unionByName(additions)
+        output = reused(self._view_rows(changes))
+        state = kept.join(changed.select(*self.key), on=list(self.key), how="left_anti")
+        state = state.unionByName(additions.select(*columns))
+        outdated = joined.where(
+            was_kept & (F.col(f"{_KEPT}.`{self.order_by}`") > F.col(f"`{self.order_by}`"))
+        ) if self.keep_last else joined.where(was_kept)
+        late = side_table_rows(rows.where(~timed), LateReason.NULL_ROWTIME)
+        counts = count_figures({
+            "rows_in": rows,
+            "rows_out": output,
+            **kind_frames(output),
+            "outdated_rows": outdated,
+            "late_rows": late,
+            "state_rows": state,
+        })
+        return Step(
+            output=output, late=late, state={KEPT_ROLE: state}, history=None,
+            figures={**counts, "pending_rows": 0},
+        )
+
+    def _best_per_key(self, candidates: DataFrame, columns: list[str]) -> DataFrame:
+        """Each key's candidate: the latest `t` (then arrival) to keep last, the earliest `t`
+        (then arrival) to keep first; an aggregate, not a window (see `lake.upserts`)."""
+        order = F.struct(F.col(f"`{self.order_by}`"), *ARRIVAL_ORDER)
+        row = F.struct(*(F.col(f"`{c}`") for c in columns), ROW_KIND, *ARRIVAL_ORDER)
+        pick = F.max_by if self.keep_last else F.min_by
+        best = candidates.groupBy(*self.key).agg(pick(row, order).alias(_BEST))
+        return best.select(
+            *(F.col(f"{_BEST}.`{c}`").alias(c) for c in (*columns, ROW_KIND, *ARRIVAL_ORDER))
+        )
+
+    def _view_rows(self, changes: DataFrame) -> DataFrame:
+        """The view's SELECTs over each change's kept row; kinds and order pass through."""
+        carried = [ROW_KIND, *ARRIVAL_ORDER]
+        inner, outer = self.selects
+        return through_view_rows(through_view_rows(changes, inner, carried), outer, carried)
