@@ -7,16 +7,27 @@ import json
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from _temporal_model import BuildEvent, Kind, ProbeRow, Round, TemporalJoinModel, valid_version
+from _temporal_model import (
+    BuildEvent,
+    Change,
+    Kind,
+    ProbeRow,
+    Round,
+    TemporalJoinModel,
+    change_order,
+    probe_commits,
+    valid_version,
+)
 from deltalake import DeltaTable
 from deltatables import delete_rows, one_commit_per_row, update_rows, write_commits
-from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import HealthCheck, Phase, event, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
@@ -68,10 +79,26 @@ def test_model_emits_by_the_combined_watermark_and_never_revises() -> None:
     assert model.bounded() == {1: 12, 2: 11, 3: 12}
 
 
+def test_model_applies_probe_kinds_per_id_in_emission_order() -> None:
+    """The explicit example `_UPDATES` (below), run by run: the rows and the change data."""
+    model = TemporalJoinModel(probe_delay=0, build_delay=0, left=True)
+    rounds = _model_rounds(_UPDATES, dedup=False, updating=True)
+    assert (model.run(rounds[0]), model.changes) == (
+        {0: 1, 1: None}, [("insert", 0, 1), ("insert", 1, None)])
+    assert (model.run(rounds[1]), model.changes, model.early_updates) == ({0: 2, 2: 1}, [
+        ("delete", 1, None), ("insert", 2, 1), ("update_postimage", 0, 2),
+        ("update_preimage", 0, 1)], 1)
+    # id 2's pending +I and its -U come out together after its +U: they take back each other
+    assert (model.run(rounds[2]), model.changes) == ({0: None, 2: 1}, [
+        ("update_postimage", 0, None), ("update_preimage", 0, 2)])
+    assert model.bounded() == {0: None, 2: 1}
+
+
 # -- property test: incremental runs against the reference model -----------------------------
 
 _ORDERS = pa.schema([("id", pa.int64()), ("currency", pa.string()),
                      ("order_time", pa.timestamp("us"))])
+_ORDER_LOG = pa.schema([*_ORDERS, pa.field("op", pa.string())])
 _RATES = pa.schema([("currency", pa.string()), ("rate", pa.int64()),
                     ("currency_time", pa.timestamp("us")), ("op", pa.string())])
 _RATE_LOG = pa.schema([("currency", pa.string()), ("rate", pa.int64()),
@@ -80,8 +107,8 @@ _RATE_LOG = pa.schema([("currency", pa.string()), ("rate", pa.int64()),
 _MODEL_DDL = """
 CREATE TABLE orders (
   id BIGINT, currency STRING, order_time TIMESTAMP(3),
-  WATERMARK FOR order_time AS order_time - INTERVAL '{probe_delay}' SECOND
-) WITH ('path' = 'orders', 'changelog' = 'append');
+  WATERMARK FOR order_time AS order_time - INTERVAL '{probe_delay}' SECOND{probe_key}
+) WITH ('path' = 'orders', {probe_changelog});
 CREATE TABLE rates (
   currency STRING, rate BIGINT, currency_time TIMESTAMP(3),
   WATERMARK FOR currency_time AS currency_time - INTERVAL '{build_delay}' SECOND,
@@ -101,30 +128,68 @@ SELECT o.id, r.rate FROM orders AS o {join} JOIN {build} FOR SYSTEM_TIME AS OF o
 ON o.currency = r.currency;
 """
 
+# The probe as an append-only table without a key, or as a CDC table keyed by id.
+_PROBE_DDL = {
+    False: ("", "'changelog' = 'append'"),
+    True: (",\n  PRIMARY KEY (id) NOT ENFORCED",
+           "'changelog' = 'op-column', 'changelog.op-column' = 'op'"),
+}
+
+_KIND_FIGURES = {"inserts_out": Kind.INSERT, "update_befores_out": Kind.UPDATE_BEFORE,
+                 "update_afters_out": Kind.UPDATE_AFTER, "deletes_out": Kind.DELETE}
+
 # Few keys and times, so that versions collide, arrive late and meet probe rows still pending.
 _keys = st.sampled_from("AB")
 _minutes = st.integers(0, 8)
 _build_ops = st.tuples(st.sampled_from([Kind.INSERT, Kind.UPDATE_AFTER, Kind.DELETE]), _keys,
                        _minutes, _minutes)
-_probes = st.tuples(st.sampled_from("ABC"), _minutes)
+# (kind, which live id an update or delete picks, key, minute, whether an update keeps its
+# time): an append-only probe inserts. An update that keeps its time comes out with its -U.
+_probe_ops = st.tuples(st.sampled_from([Kind.INSERT, Kind.UPDATE_AFTER, Kind.DELETE]),
+                       st.integers(0, 9), st.sampled_from("ABC"), _minutes, st.booleans())
 _rounds = st.lists(
-    st.tuples(st.lists(_probes, max_size=5), st.lists(_build_ops, max_size=4)),
+    st.tuples(st.lists(_probe_ops, max_size=5), st.lists(_build_ops, max_size=4)),
     min_size=3, max_size=3,
 )
 
 
-RawRounds = list[tuple[list[tuple[str, int]], list[tuple[Kind, str, int, int]]]]
+RawRounds = list[tuple[list[tuple[Kind, int, str, int, bool]], list[tuple[Kind, str, int, int]]]]
 
 
-def _model_rounds(raw: RawRounds, *, dedup: bool) -> list[Round]:
-    """Rounds of probe rows and build events; an update is its `-U` (with another time)
-    then its `+U`; a deduplication view's append-only source gets inserts only."""
-    rounds, next_id, next_value = [], 0, 0
+@dataclass
+class _ProbeFeed:
+    """The probe's current rows by id, so that drawn updates and deletes name a live id."""
+
+    live: dict[int, ProbeRow] = field(default_factory=dict)
+    next_id: int = 0
+
+    def change(self, kind: Kind, pick: int, key: str, minute: int, keep_time: bool
+               ) -> list[ProbeRow]:
+        """The rows of one change: `+I` of a new id (also when no id is live), or of the
+        `pick`-th live id a `-U` (old values) then `+U` (new key and time), or a `-D`."""
+        if kind is Kind.INSERT or not self.live:
+            row = self.live[self.next_id] = ProbeRow(self.next_id, key, minute)
+            self.next_id += 1
+            return [row]
+        old = list(self.live.values())[pick % len(self.live)]
+        retracted = ProbeRow(old.id, old.key, old.time,
+                             Kind.UPDATE_BEFORE if kind is Kind.UPDATE_AFTER else Kind.DELETE)
+        if kind is Kind.DELETE:
+            del self.live[old.id]
+            return [retracted]
+        time = old.time if keep_time else minute
+        new = self.live[old.id] = ProbeRow(old.id, key, time, Kind.UPDATE_AFTER)
+        return [retracted, new]
+
+
+def _model_rounds(raw: RawRounds, *, dedup: bool, updating: bool) -> list[Round]:
+    """Rounds of probe rows (see `_ProbeFeed`) and build events; a build update is its `-U`
+    (with another time) then its `+U`; an append-only probe and a deduplication view's
+    append-only source get inserts only."""
+    rounds, feed, next_value = [], _ProbeFeed(), 0
     for probes, ops in raw:
-        rows = []
-        for key, minute in probes:
-            rows.append(ProbeRow(next_id, key, minute))
-            next_id += 1
+        rows = [row for kind, *change in probes
+                for row in feed.change(kind if updating else Kind.INSERT, *change)]
         events: list[BuildEvent] = []
         for kind, key, minute, before in ops:
             next_value += 1
@@ -138,10 +203,13 @@ def _model_rounds(raw: RawRounds, *, dedup: bool) -> list[Round]:
     return rounds
 
 
-def _land(lake: Path, arrived: Round, *, dedup: bool) -> None:
-    """One Delta commit per row, in each side's arrival order."""
-    write_commits(lake / "orders", [[{"id": p.id, "currency": p.key, "order_time": _at(p.time)}]
-                                    for p in arrived.probe], schema=_ORDERS, cdf=False)
+def _land(lake: Path, arrived: Round, *, dedup: bool, updating: bool) -> None:
+    """One Delta commit per build row, and per probe row but an update's -U/+U pair, in each
+    side's arrival order; an updating probe's rows carry their kind in `op`."""
+    probe = [[{"id": p.id, "currency": p.key, "order_time": _at(p.time),
+               **({"op": p.kind.value} if updating else {})} for p in commit]
+             for commit in probe_commits(arrived.probe)]
+    write_commits(lake / "orders", probe, schema=_ORDER_LOG if updating else _ORDERS, cdf=False)
     if dedup:
         commits = [[{"currency": e.key, "rate": e.value, "currency_time": _at(e.time)}]
                    for e in arrived.build]
@@ -153,6 +221,7 @@ def _land(lake: Path, arrived: Round, *, dedup: bool) -> None:
 
 
 def _output(lake: Path) -> list[tuple[int, int | None]]:
+    """The derived table's rows (duplicates kept, so a doubled id fails the comparison)."""
     path = lake / "_chronolake" / "views" / "enriched"
     if not DeltaTable.is_deltatable(str(path)):
         return []
@@ -160,53 +229,135 @@ def _output(lake: Path) -> list[tuple[int, int | None]]:
     return sorted(((row["id"], row["rate"]) for row in rows), key=_null_last)
 
 
+def _changes(lake: Path, version: int | None) -> list[Change]:
+    """The change data feed of the derived table's commit `version` (None: no commit)."""
+    if version is None:
+        return []
+    path = str(lake / "_chronolake" / "views" / "enriched")
+    feed = DeltaTable(path).load_cdf(starting_version=version, ending_version=version)
+    rows = pa.table(feed.read_all()).to_pylist()
+    return sorted(((r["_change_type"], r["id"], r["rate"]) for r in rows), key=change_order)
+
+
 def _expected(model_rows: dict[int, int | None]) -> list[tuple[int, int | None]]:
     return sorted(model_rows.items(), key=_null_last)
 
 
+def _model_lake(lake: Path, spark: SparkSession, *, left: bool, dedup: bool, updating: bool,
+                probe_delay: int, build_delay: int) -> Catalog:
+    """Empty inputs and the DDL, delays in minutes: the probe keyed by id when `updating`."""
+    orders = _ORDER_LOG if updating else _ORDERS
+    for path, schema in (("orders", orders), ("rates", _RATES), ("rate_log", _RATE_LOG)):
+        write_commits(lake / path, [[]], schema=schema, cdf=False)
+    catalog = Catalog(lake, spark)
+    probe_key, probe_changelog = _PROBE_DDL[updating]
+    list(catalog.run_script(_MODEL_DDL.format(
+        probe_delay=60 * probe_delay, build_delay=60 * build_delay,
+        probe_key=probe_key, probe_changelog=probe_changelog,
+        join="LEFT" if left else "", build="latest_rates" if dedup else "rates",
+    )))
+    return catalog
+
+
+INS, UPD, DEL = Kind.INSERT, Kind.UPDATE_AFTER, Kind.DELETE
+
+# Every probe kind, for a LEFT join with delays 0. Run 1 (watermark 09:03) emits 0 (A 09:01)
+# and 1 (C 09:02, unmatched); 2 (A 09:08) waits. Run 2 (09:05): 0 moves to B 09:03 (update
+# pre/post image), 2 moves to A 09:01 (its +U comes out, its -U of 09:08 waits), 1 is
+# deleted, 3 is inserted and deleted (nothing in the change data). Run 3 (09:08): 0 moves to
+# C (rate NULL); 2's +I and -U of 09:08 come out, and the -U removes id 2's row.
+_UPDATES: RawRounds = [
+    ([(INS, 0, "A", 1, False), (INS, 0, "C", 2, False), (INS, 0, "A", 8, False)],
+     [(INS, "A", 0, 0), (INS, "B", 3, 0)]),
+    ([(UPD, 0, "B", 3, False), (UPD, 2, "A", 1, False), (DEL, 1, "C", 0, False),
+      (INS, 0, "A", 5, False), (DEL, 2, "A", 0, False)], [(INS, "A", 5, 0)]),
+    ([(UPD, 0, "C", 4, False)], [(INS, "B", 9, 0)]),
+]
+
+
 # Each example runs dozens of Spark jobs: a few examples, and no shrinking (minutes per step).
+# Two in three draw an updating probe: its kinds make more cases than an append-only one.
 @pytest.mark.slow
-@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck),
+@settings(max_examples=9, deadline=None, suppress_health_check=list(HealthCheck),
           phases=(Phase.explicit, Phase.reuse, Phase.generate))
 @given(raw=_rounds, left=st.booleans(), dedup=st.booleans(),
+       updating=st.sampled_from([True, True, False]),
        probe_delay=st.integers(0, 2), build_delay=st.integers(0, 2))
+@example(raw=_UPDATES, left=True, dedup=False, updating=True, probe_delay=0, build_delay=0)
 def test_incremental_join_matches_the_reference_model(
-    spark: SparkSession, raw: RawRounds, left: bool, dedup: bool, probe_delay: int, build_delay: int
+    spark: SparkSession, raw: RawRounds, left: bool, dedup: bool, updating: bool,
+    probe_delay: int, build_delay: int,
 ) -> None:
-    rounds = _model_rounds(raw, dedup=dedup)
+    """After every run: the output's rows, the change data of the run's commit, the output
+    rows by kind, pending and late rows; at the end the bounded join of the final rows."""
+    rounds = _model_rounds(raw, dedup=dedup, updating=updating)
     model = TemporalJoinModel(probe_delay, build_delay, left=left, dedup=dedup)
     with tempfile.TemporaryDirectory(prefix="tj-model-") as directory:
         lake = Path(directory)
-        for path, schema in (("orders", _ORDERS), ("rates", _RATES), ("rate_log", _RATE_LOG)):
-            write_commits(lake / path, [[]], schema=schema, cdf=False)
-        catalog = Catalog(lake, spark)
-        list(catalog.run_script(_MODEL_DDL.format(
-            probe_delay=60 * probe_delay, build_delay=60 * build_delay,
-            join="LEFT" if left else "", build="latest_rates" if dedup else "rates",
-        )))
-        table = DerivedTable(catalog, "enriched")
+        catalog = _model_lake(lake, spark, left=left, dedup=dedup, updating=updating,
+                              probe_delay=probe_delay, build_delay=build_delay)
+        table, retractions = DerivedTable(catalog, "enriched"), 0
         for number, arrived in enumerate(rounds, start=1):
-            _land(lake, arrived, dedup=dedup)
+            _land(lake, arrived, dedup=dedup, updating=updating)
             late_before = (model.late_probe, model.late_build)
             expected = _expected(model.run(arrived))
             result = table.run()
             assert _output(lake) == expected, f"after run {number}"
+            assert _changes(lake, result.output_version) == model.changes, (
+                f"change data of run {number}")
+            assert {name: result.figures.get(name, 0) for name in _KIND_FIGURES} == {
+                name: model.kinds_out[kind] for name, kind in _KIND_FIGURES.items()}
             assert result.figures["pending_rows"] == model.pending
+            retractions += model.kinds_out[Kind.UPDATE_BEFORE] + model.kinds_out[Kind.DELETE]
             late = (result.figures.get("late_probe_rows", 0),
                     result.figures.get("late_build_rows", 0))
             assert late == (
                 model.late_probe - late_before[0], model.late_build - late_before[1])
+        event(f"updating probe: {updating}, retractions out: {retractions > 0}")
         event(f"late probe rows: {model.late_probe > 0}, late build rows: {model.late_build > 0}")
+        event(f"a +U emitted before its -U: {model.early_updates > 0}")
+        event(f"a retraction met no version: {model.unmatched_retractions > 0}")
         final = model.bounded()
-        late_build_effect = any(final.get(k) != v for k, v in model.emitted.items())
-        event(f"an emitted row differs from the bounded result: {late_build_effect}")
+        event(f"the output differs from the bounded result: {model.state != final}")
         bounded = catalog.sql(
             "SELECT o.id, r.rate FROM orders AS o {join} JOIN {build} FOR SYSTEM_TIME AS OF "
             "o.order_time AS r ON o.currency = r.currency".format(
                 join="LEFT" if left else "", build="latest_rates" if dedup else "rates")
         ).collect()
-        assert sorted(((r.id, r.rate) for r in bounded), key=_null_last) == _expected(
-            model.bounded())
+        assert sorted(((r.id, r.rate) for r in bounded), key=_null_last) == _expected(final)
+
+
+@pytest.mark.slow
+def test_a_retraction_that_meets_no_version_still_takes_back_the_joined_row(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Inner join, probe keyed by id, delays 0. Order 0 (A, 09:02) comes out with A's version
+    1 (09:00). A late -D of A at 09:01 erases that version, so the -U of order 0's update
+    (A, 09:02) meets no version; it still comes out (null-padded) and its +U (B, 09:02),
+    joined with B's version 2, replaces order 0's row: the output stays unique on id. Then
+    B's version is erased too and order 0 is deleted: its -D meets no version, and still
+    removes the row, so the output is the inner join of the probe's final rows."""
+    catalog = _model_lake(tmp_path, spark, left=False, dedup=False, updating=True,
+                          probe_delay=0, build_delay=0)
+    table = DerivedTable(catalog, "enriched")
+    _land(tmp_path, Round((ProbeRow(0, "A", 2),), (BuildEvent("A", 0, Kind.INSERT, 1),
+                                                   BuildEvent("B", 2, Kind.INSERT, 2))),
+          dedup=False, updating=True)
+    assert table.run().figures["inserts_out"] == 1  # watermark 09:02
+    assert _output(tmp_path) == [(0, 1)]
+    update = (ProbeRow(0, "A", 2, Kind.UPDATE_BEFORE), ProbeRow(0, "B", 2, Kind.UPDATE_AFTER))
+    _land(tmp_path, Round(update, (BuildEvent("A", 1, Kind.DELETE, 3),)), dedup=False,
+          updating=True)
+    result = table.run()
+    assert (result.figures["update_befores_out"], result.figures["update_afters_out"]) == (1, 1)
+    assert _output(tmp_path) == [(0, 2)]
+    assert _changes(tmp_path, result.output_version) == [
+        ("update_postimage", 0, 2), ("update_preimage", 0, 1)]
+    _land(tmp_path, Round((ProbeRow(0, "B", 2, Kind.DELETE),),
+                          (BuildEvent("B", 2, Kind.DELETE, 4),)), dedup=False, updating=True)
+    result = table.run()
+    assert _output(tmp_path) == []
+    assert _changes(tmp_path, result.output_version) == [("delete", 0, 2)]
 
 
 # -- the seed's tables on one lake -----------------------------------------------------------

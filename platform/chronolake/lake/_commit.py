@@ -1,10 +1,11 @@
 """Writing one Delta commit whose actions delta-rs's Python API cannot express.
 
-delta-rs commits `add` and `remove` actions, but not the `cdc` actions of a
-copy-on-write update, without which a reader of the change data feed would
-take every row of a rewritten file as deleted and re-inserted. This module
+delta-rs commits `add` and `remove` actions, but not the `cdc` actions of an
+update, without which a reader of the change data feed would take every row of
+a rewritten file as deleted and re-inserted, nor deletion vectors. This module
 writes such a commit's `_delta_log/<version>.json` itself, following the Delta
-protocol (commitInfo, txn, remove, add and cdc lines), with a put-if-absent
+protocol (commitInfo, protocol and metaData when a feature is enabled, txn,
+remove, add with their deletion vectors, and cdc lines), with a put-if-absent
 write: the version file is linked into place, which fails when it exists, so of
 two writers of the same version exactly one succeeds.
 """
@@ -29,11 +30,21 @@ class CommitConflict(Exception):
 
 @dataclass(frozen=True, slots=True)
 class DataFile:
-    """A file of the commit, relative to the table root."""
+    """A file of the commit, relative to the table root; `deletion_vector` is the descriptor
+    of the rows deleted from it (an `add` or `remove` of a file and its deletion vector)."""
 
     path: str
     size: int
     rows: int = 0
+    deletion_vector: Mapping[str, object] | None = None
+
+    def entry(self) -> dict[str, object]:
+        """The fields an `add` or `remove` of the file logs."""
+        entry: dict[str, object] = {"path": quote(self.path), "partitionValues": {},
+                                    "size": self.size, "dataChange": True}
+        if self.deletion_vector is not None:
+            entry["deletionVector"] = dict(self.deletion_vector)
+        return entry
 
 
 def write_commit(
@@ -47,19 +58,20 @@ def write_commit(
     app_version: int,
     info: Mapping[str, str],
     operation: str,
+    table_actions: Sequence[Mapping[str, object]] = (),
 ) -> int:
-    """Commit `version` of the table at `root`; `CommitConflict` when it already exists."""
+    """Commit `version` of the table at `root`; `CommitConflict` when it already exists.
+    `table_actions` (a `protocol` and `metaData` that enable a feature) come first."""
     now = int(time.time() * 1000)
     lines = [
         {"commitInfo": {"timestamp": now, "operation": operation, "operationParameters": {},
                         "clientVersion": "chronolake", **info}},
+        *table_actions,
         {"txn": {"appId": app_id, "version": app_version, "lastUpdated": now}},
-        *({"remove": {"path": quote(f.path), "deletionTimestamp": now, "dataChange": True,
-                      "extendedFileMetadata": True, "partitionValues": {}, "size": f.size}}
+        *({"remove": {**f.entry(), "deletionTimestamp": now, "extendedFileMetadata": True}}
           for f in removes),
-        *({"add": {"path": quote(f.path), "partitionValues": {}, "size": f.size,
-                   "modificationTime": now, "dataChange": True,
-                   "stats": json.dumps({"numRecords": f.rows})}}
+        *({"add": {**f.entry(), "modificationTime": now, "stats": json.dumps(
+            {"numRecords": f.rows} | ({"tightBounds": False} if f.deletion_vector else {}))}}
           for f in adds),
         *({"cdc": {"path": quote(f.path), "partitionValues": {}, "size": f.size,
                    "dataChange": False}}

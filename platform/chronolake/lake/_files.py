@@ -24,6 +24,8 @@ from chronolake.errors import SourceError
 from chronolake.lake.changelog import COMMIT_TIMESTAMP, COMMIT_VERSION, POSITION
 
 CHANGE_TYPE = "_change_type"
+DELETED_FILE, DELETED_ROW = "file_name", "row_index"
+"""The columns of a table of rows deleted by deletion vectors."""
 # `_position` = file order * stride + row index: ordered like (file order, row index), and a
 # file of up to 2^32 rows never reaches the next file's positions. Retractions (Delta's
 # `delete` and `update_preimage`) of a commit come before its additions: their positions are
@@ -90,13 +92,15 @@ def read_tagged_files(
     schema: StructType,
     partition_columns: Sequence[str],
     table: str,
+    deleted: DataFrame | None = None,
 ) -> DataFrame:
     """One Spark read of `files`: the table's columns (partition columns restored from the
     log and cast to their Delta types) plus `_change_type`, `_commit_version`,
     `_commit_timestamp` and `_position`.
 
     A file listed several times (removed, then restored) is read once and
-    joined to each of its entries.
+    joined to each of its entries. `deleted` (`file_name`, `row_index`) names rows that
+    deletion vectors delete: they are left out.
     """
     if not files:
         return spark.createDataFrame([], tagged_schema(schema))
@@ -114,6 +118,8 @@ def read_tagged_files(
         F.col("_metadata.file_name").alias(_FILE),
         F.col("_metadata.row_index").alias(_ROW),
     )
+    if deleted is not None:
+        data = without_deleted(data, deleted, file_column=_FILE, row_column=_ROW)
     tags = StructType(_tag_fields(len(partitioned)))
     joined = join_local(data, tags, _tag_rows(files, partitioned), [_FILE])
     columns: list[Column] = [
@@ -131,6 +137,17 @@ def read_tagged_files(
         F.timestamp_millis(F.col(_TIMESTAMP_MS)).alias(COMMIT_TIMESTAMP),
         (F.col(_ORDER) * F.lit(POSITION_STRIDE) + F.col(_ROW) - shift).alias(POSITION),
     )
+
+
+def without_deleted(
+    data: DataFrame, deleted: DataFrame, *, file_column: str, row_column: str
+) -> DataFrame:
+    """`data` without the rows `deleted` (`file_name`, `row_index`) names: those deletion
+    vectors delete (a broadcast anti-join: deleted rows are as many as the deletes)."""
+    gone = deleted.select(
+        F.col(DELETED_FILE).alias(file_column), F.col(DELETED_ROW).alias(row_column)
+    )
+    return data.join(F.broadcast(gone), on=[file_column, row_column], how="left_anti")
 
 
 @contextmanager

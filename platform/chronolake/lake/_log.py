@@ -33,7 +33,12 @@ class FileAction:
     path: str
     data_change: bool
     partition_values: Mapping[str, str | None]
-    has_deletion_vector: bool = False
+    deletion_vector: Mapping[str, object] | None = None
+    """The descriptor of the rows a deletion vector deletes from the file, if any."""
+
+    @property
+    def has_deletion_vector(self) -> bool:
+        return self.deletion_vector is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +106,7 @@ def parse_commit(version: int, lines: Iterable[str], *, fallback_timestamp_ms: i
                         path=action["path"],
                         data_change=bool(action.get("dataChange", True)),
                         partition_values=dict(action.get("partitionValues") or {}),
-                        has_deletion_vector=action.get("deletionVector") is not None,
+                        deletion_vector=action.get("deletionVector"),
                     )
                 )
     return LogCommit(version, timestamp_ms, operation, tuple(actions), configuration, commit_info)

@@ -156,8 +156,8 @@ class LakeBackend(ABC):
         to the table keyed by `key`, in one commit with the change data feed on (see
         `chronolake.lake.upserts`) tagged with the application transaction; return the new
         version, or None when that transaction is already in the table. Creates the table
-        when `path` holds none. `retracting` says whether the batch holds -U or -D rows (the
-        run's figures know it): a batch without any is appended, rewriting nothing.
+        when `path` holds none. `retracting` says whether the batch holds -U, +U or -D rows
+        (the run's figures know it): a batch of inserts only is appended, rewriting nothing.
         """
 
     def commit_infos(

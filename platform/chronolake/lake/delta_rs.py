@@ -11,12 +11,14 @@ import json
 import os
 import shutil
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import unquote
 from uuid import uuid4
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Schema, Transaction
 from deltalake.exceptions import CommitFailedError, DeltaError
@@ -28,12 +30,21 @@ from pyspark.sql.types import StructType
 from chronolake._spark import without_constraint_propagation
 from chronolake.errors import SourceError
 from chronolake.lake._commit import CommitConflict, DataFile, write_commit
-from chronolake.lake._files import TaggedFile, file_uri, read_tagged_files
-from chronolake.lake._log import CDF_PROPERTY, LogCommit, log_file_name, parse_commit
-from chronolake.lake.backend import LakeBackend, TableMetadata, _deletion_vector_message
+from chronolake.lake._files import (
+    DELETED_FILE,
+    DELETED_ROW,
+    TaggedFile,
+    file_uri,
+    read_tagged_files,
+    without_deleted,
+)
+from chronolake.lake._log import CDF_PROPERTY, ActionKind, LogCommit, log_file_name, parse_commit
+from chronolake.lake.backend import LakeBackend, TableMetadata
 from chronolake.lake.changelog import SYSTEM_COLUMNS
+from chronolake.lake.deletion_vectors import FEATURE, deleted_rows, enabling_actions, write_vectors
 from chronolake.lake.upserts import (
     FILE_NAME,
+    ROW_INDEX,
     Upsert,
     additions,
     apply_changes,
@@ -62,8 +73,6 @@ class DeltaRsBackend(LakeBackend):
     def snapshot(self, path: str | Path, version: int | None = None) -> DataFrame:
         table = self._open(path, version)
         metadata = self._readable_metadata(path, table.version())
-        if _has_deletion_vectors(table):
-            raise SourceError(_deletion_vector_message(path, table.version()))
         # The active files and their partition values: metadata-sized, read on the driver.
         actions = pa.table(table.get_add_actions(flatten=False))
         partitions = (
@@ -89,6 +98,7 @@ class DeltaRsBackend(LakeBackend):
             schema=metadata.schema,
             partition_columns=metadata.partition_columns,
             table=str(path),
+            deleted=self._deleted(table),
         )
         return rows.select(*(f"`{name}`" for name in metadata.schema.fieldNames()))
 
@@ -174,9 +184,11 @@ class DeltaRsBackend(LakeBackend):
         app_version: int,
         commit_info: Mapping[str, str] | None = None,
     ) -> int | None:
-        """Copy-on-write: Spark writes the new rows of the rewritten files and the change data
-        files; the commit (remove, add, cdc and txn actions) is written by `_commit`, since
-        delta-rs's Python API has no cdc action. A batch without retractions is appended."""
+        """Copy-on-write or deletion vectors, per data file (`chronolake.lake.upserts`):
+        Spark writes the new rows and the change data files; the commit (remove, add with
+        deletion vectors, cdc and txn actions) is written by `_commit`, since delta-rs's
+        Python API has neither cdc actions nor deletion vectors. A batch without retractions
+        is appended."""
         root = Path(path).absolute()
         columns = [c for c in changes.columns if c not in SYSTEM_COLUMNS]
         table = _create_if_missing(changes.select(*columns), root, (), enable_cdf=True)
@@ -188,37 +200,49 @@ class DeltaRsBackend(LakeBackend):
             return self.append_dataframe(
                 rows, root, app_id=app_id, app_version=app_version, commit_info=commit_info
             )
+        files = _active_files(table)
+        deleted = deleted_rows(table)
+        gone = Counter(deleted[DELETED_FILE].to_pylist())
+        live = {name: rows - gone[name] for name, (_, rows) in files.items()}
         with without_constraint_propagation(self.spark):
-            return self._rewrite(table, root, apply_changes(changes, stored, key), app_id,
-                                 app_version, commit_info)
+            upsert = apply_changes(changes, stored, key, live)
+            return self._rewrite(table, root, upsert, files, deleted, app_id, app_version,
+                                 commit_info)
 
     def _rewrite(
-        self, table: DeltaTable, root: Path, upsert: Upsert, app_id: str, app_version: int,
-        commit_info: Mapping[str, str] | None,
+        self, table: DeltaTable, root: Path, upsert: Upsert, files: Mapping[str, tuple[int, int]],
+        deleted: pa.Table, app_id: str, app_version: int, commit_info: Mapping[str, str] | None,
     ) -> int | None:
-        """Write the upsert's files and commit them, replacing the files it rewrites."""
-        sizes = {
-            name: size for name, size in zip(
-                *(pa.table(table.get_add_actions(flatten=True))[c].to_pylist()
-                  for c in ("path", "size_bytes")), strict=True,
-            )
-        }
+        """Write the upsert's files and deletion vectors and commit them: the files it
+        rewrites are replaced, those it marks are re-added with their new deletion vectors."""
         adds = [DataFile(a.path, a.size, json.loads(a.stats)["numRecords"])
                 for a in _write_files(upsert.rows, root, [])]
         change_data = _write_change_data(upsert.change_data, root)
+        marked = sorted(upsert.deleted_rows)
+        current = self._current_vectors(root, table, [*upsert.rewritten_files, *marked])
+        before = _rows_by_file(deleted, marked)
+        vectors = write_vectors(root, {
+            name: sorted({*before.get(name, ()), *upsert.deleted_rows[name]}) for name in marked
+        })
+        written = [*adds, *change_data]
         try:
             return write_commit(
                 root, table.version() + 1,
-                adds=adds,
-                removes=[DataFile(name, sizes[name]) for name in upsert.rewritten_files],
+                adds=[*adds, *(DataFile(name, *files[name], vectors[name].action())
+                               for name in marked)],
+                removes=[DataFile(name, *files[name], current[name])
+                         for name in (*upsert.rewritten_files, *marked)],
                 change_data=change_data,
                 app_id=app_id, app_version=app_version, info=dict(commit_info or {}),
                 operation="MERGE",
+                table_actions=enabling_actions(table) if marked else (),
             )
         except CommitConflict:
             table.update_incremental()
-            for written in (*adds, *change_data):
-                (root / written.path).unlink(missing_ok=True)
+            for file in written:
+                (root / file.path).unlink(missing_ok=True)
+            for vector in {v.file_name for v in vectors.values()}:
+                (root / vector).unlink(missing_ok=True)
             if _committed(table, app_id, app_version):
                 return None
             msg = (
@@ -228,14 +252,51 @@ class DeltaRsBackend(LakeBackend):
             raise SourceError(msg) from None
 
     def _stored_rows(self, table: DeltaTable, root: Path) -> DataFrame | None:
-        """The table's rows, each with the name of its data file (None: no rows yet)."""
+        """The table's rows, each with its data file's name and its index there (None: no
+        rows yet); rows deletion vectors delete are left out."""
         # The active files: metadata-sized, read on the driver.
         paths = pa.table(table.get_add_actions(flatten=True))["path"].to_pylist()
         if not paths:
             return None
         schema = StructType.fromJson(json.loads(table.schema().to_json()))
         scan = self.spark.read.schema(schema).parquet(*(str(root / unquote(p)) for p in paths))
-        return scan.select("*", F.col("_metadata.file_name").alias(FILE_NAME))
+        rows = scan.select(
+            "*",
+            F.col("_metadata.file_name").alias(FILE_NAME),
+            F.col("_metadata.row_index").alias(ROW_INDEX),
+        )
+        deleted = self._deleted(table)
+        if deleted is None:
+            return rows
+        return without_deleted(rows, deleted, file_column=FILE_NAME, row_column=ROW_INDEX)
+
+    def _deleted(self, table: DeltaTable) -> DataFrame | None:
+        """The rows the table's deletion vectors delete, for Spark (None: there are none)."""
+        deleted = deleted_rows(table)
+        return self.spark.createDataFrame(deleted) if deleted.num_rows else None
+
+    def _current_vectors(
+        self, root: Path, table: DeltaTable, names: Sequence[str]
+    ) -> dict[str, Mapping[str, object] | None]:
+        """The deletion vector descriptor each active data file is logged with (a `remove`
+        must name it): from the newest commits back to the file's latest `add`, else from the
+        last checkpoint. Metadata-sized."""
+        found: dict[str, Mapping[str, object] | None] = {}
+        if FEATURE not in (table.protocol().reader_features or []):
+            return dict.fromkeys(names)
+        wanted = set(names)
+        for version in range(table.version(), -1, -1):
+            commit = self._read_log(root, range(version, version + 1)).get(version)
+            if commit is None:  # cleaned up: the checkpoint has the rest
+                found |= _checkpointed_vectors(root, wanted - set(found))
+                break
+            for action in reversed(commit.actions):
+                name = unquote(action.path).rsplit("/", 1)[-1]
+                if action.kind is ActionKind.ADD and name in wanted and name not in found:
+                    found[name] = action.deletion_vector
+            if set(found) >= wanted:
+                break
+        return {name: found.get(name) for name in names}
 
     def _open(
         self, path: str | Path, version: int | None = None, *, with_files: bool = True
@@ -329,10 +390,41 @@ def _committed(table: DeltaTable, app_id: str, app_version: int) -> bool:
     return done is not None and done >= app_version
 
 
-def _has_deletion_vectors(table: DeltaTable) -> bool:
-    if "deletionVectors" not in (table.protocol().reader_features or []):
-        return False
-    return pa.table(table.deletion_vectors()).num_rows > 0
+def _active_files(table: DeltaTable) -> dict[str, tuple[int, int]]:
+    """(size in bytes, physical rows) of each active data file: metadata-sized."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    return {
+        path: (size, rows or 0) for path, size, rows in zip(
+            *(actions[c].to_pylist() for c in ("path", "size_bytes", "num_records")),
+            strict=True,
+        )
+    }
+
+
+def _rows_by_file(deleted: pa.Table, names: Sequence[str]) -> dict[str, list[int]]:
+    """The row indexes deletion vectors already delete in each of `names`."""
+    rows: dict[str, list[int]] = {}
+    wanted = deleted.filter(pc.is_in(deleted[DELETED_FILE], pa.array(list(names), pa.string())))
+    for name, row in zip(*(wanted[c].to_pylist() for c in (DELETED_FILE, DELETED_ROW)),
+                         strict=True):
+        rows.setdefault(name, []).append(row)
+    return rows
+
+
+def _checkpointed_vectors(root: Path, names: set[str]) -> dict[str, Mapping[str, object] | None]:
+    """The deletion vector descriptors the last checkpoint logs for `names`' `add` actions."""
+    pointer = root / "_delta_log" / "_last_checkpoint"
+    if not names or not pointer.exists():
+        return {}
+    version = json.loads(pointer.read_text())["version"]
+    parts = sorted((root / "_delta_log").glob(f"{version:020d}.checkpoint*.parquet"))
+    found: dict[str, Mapping[str, object] | None] = {}
+    for part in parts:
+        for add in pq.read_table(part, columns=["add"])["add"].to_pylist():
+            name = unquote(add["path"]).rsplit("/", 1)[-1] if add else None
+            if name in names:
+                found[name] = add.get("deletionVector")
+    return found
 
 
 def _check_columns(df: DataFrame, table: DeltaTable, root: Path) -> None:

@@ -22,6 +22,7 @@ from chronolake._spark import session_settings
 from chronolake.errors import SourceError
 from chronolake.lake._log import CDF_PROPERTY, LogCommit, log_file_name, parse_commit
 from chronolake.lake.backend import LakeBackend, TableMetadata
+from chronolake.lake.deletion_vectors import ENABLE_PROPERTY
 from chronolake.lake.upserts import RETRACTED, last_changes
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
@@ -124,12 +125,14 @@ class DeltaSparkBackend(LakeBackend):
 
     def _create_if_missing(
         self, schema: StructType, path: str | Path, partition_by: Sequence[str], *,
-        enable_cdf: bool,
+        enable_cdf: bool, deletion_vectors: bool = False,
     ) -> None:
         builder = DeltaTable.createIfNotExists(self.spark).location(str(path))
         builder = builder.addColumns(schema).partitionedBy(*partition_by)
         if enable_cdf:
             builder = builder.property(CDF_PROPERTY, "true")
+        if deletion_vectors:  # MERGE marks updated rows deleted instead of rewriting files
+            builder = builder.property(ENABLE_PROPERTY, "true")
         builder.execute()
 
     def commit_changes(
@@ -148,7 +151,9 @@ class DeltaSparkBackend(LakeBackend):
         and the commit info ride on Delta's SQL settings for idempotent DML."""
         last = last_changes(changes, key)
         columns = [c for c in last.columns if c != RETRACTED]
-        self._create_if_missing(last.select(*columns).schema, path, (), enable_cdf=True)
+        self._create_if_missing(
+            last.select(*columns).schema, path, (), enable_cdf=True, deletion_vectors=True
+        )
         before = self.latest_version(path)
         matched = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in key)
         with session_settings(self.spark, {

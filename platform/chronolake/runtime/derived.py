@@ -371,7 +371,9 @@ class DerivedTable:
                 state, self.output_path, enable_cdf=True, commit_info=stamp
             )
         elif self.view.updating:
-            retracting = any(step.figures.get(f) for f in ("update_befores_out", "deletes_out"))
+            retracting = any(step.figures.get(f) for f in (
+                "update_befores_out", "update_afters_out", "deletes_out"
+            ))  # a +U replaces a stored row too, even where its -U matched nothing
             version = backend.commit_changes(
                 changes, self.output_path, key=self.view.primary_key, retracting=retracting,
                 app_id=app, app_version=run, commit_info=stamp,

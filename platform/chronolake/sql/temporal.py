@@ -25,13 +25,14 @@ from sqlglot import exp
 
 from chronolake.dialect import spark_sql
 from chronolake.errors import DefinitionError
-from chronolake.lake.changelog import COMMIT_VERSION, POSITION, ROW_KIND
+from chronolake.lake.changelog import COMMIT_VERSION, POSITION, ROW_KIND, RowKind
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.sql.query import JoinKind, TemporalJoinRef, parse_query, temporal_joins
 
 PROBE_VERSION = "__tj_probe_version"
 PROBE_POSITION = "__tj_probe_position"
 CHANGE_COLUMNS = (ROW_KIND, COMMIT_VERSION, POSITION)
+RETRACTIONS = (RowKind.UPDATE_BEFORE, RowKind.DELETE)
 """What a joined row keeps of its probe row in a run: its kind and arrival order."""
 
 
@@ -99,7 +100,10 @@ def rewrite_as_regular_join(
 
     `changelog` also selects the probe row's kind and arrival order (`_row_kind`,
     `_commit_version`, `_position`): the joined row takes its probe row's kind, as Flink's
-    temporal join operators emit it.
+    temporal join operators emit it. An inner join then keeps a retraction (`-U`, `-D`)
+    that matches no version too, null-padded: it retracts what an earlier run emitted for
+    its probe row, which a version matched then (the table's state is keyed by the probe's
+    key, so the final state is the inner join of the probe's final rows).
     """
     tree = parse_query(plan.query)
     if changelog and isinstance(tree, exp.Select):
@@ -119,6 +123,13 @@ def rewrite_as_regular_join(
                 exp.column(POSITION, plan.ref.probe_alias).eq(exp.column(PROBE_POSITION, alias)),
             )
             join.set("on", exp.and_(identity, exp.paren(join.args["on"])))
+            if changelog and plan.kind is JoinKind.INNER and isinstance(tree, exp.Select):
+                join.set("side", "LEFT")
+                matched = exp.column(PROBE_VERSION, alias).is_(exp.null()).not_()
+                retraction = exp.column(ROW_KIND, plan.ref.probe_alias).isin(
+                    *(exp.Literal.string(kind.value) for kind in RETRACTIONS)
+                )
+                tree.where(exp.or_(matched, retraction), copy=False)
         elif alias == plan.ref.probe_alias:
             table.replace(exp.to_table(probe_view).as_(alias))
     return spark_sql(tree)

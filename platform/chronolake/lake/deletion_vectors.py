@@ -1,0 +1,146 @@
+"""Delta deletion vectors: which rows of a data file are deleted, without rewriting the file.
+
+A deletion vector is a set of row indexes of one data file, stored as Delta's
+`RoaringBitmapArray` (magic number, bitmap count, then per bitmap its key and a
+portable 32-bit roaring bitmap: pyroaring's own serialization) in a
+`deletion_vector_<uuid>.bin` file of the table folder: a version byte, then per
+vector its size (4 bytes, big-endian), its bytes and their CRC-32. The `add`
+action of the file points at it with a descriptor: storage type `u`, the
+Z85-encoded UUID, the offset of the size field, the size and the cardinality.
+
+Reading them is delta-rs's job (`DeltaTable.deletion_vectors()`); chronolake
+writes them when an update touches a small share of a large file, so that a run
+writes in proportion to its change (see `chronolake.lake.upserts`).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from uuid import uuid4
+
+import numpy as np
+import pyarrow as pa
+from deltalake import DeltaTable
+from pyroaring import BitMap
+
+from chronolake.lake._files import DELETED_FILE, DELETED_ROW
+from chronolake.lake._log import CDF_PROPERTY
+
+FEATURE = "deletionVectors"
+ENABLE_PROPERTY = "delta.enableDeletionVectors"
+CDF_FEATURE = "changeDataFeed"
+READER_VERSION, WRITER_VERSION = 3, 7
+
+_MAGIC = 1681511377
+_FORMAT_VERSION = 1
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+@dataclass(frozen=True, slots=True)
+class DeletionVector:
+    """A deletion vector's descriptor, as an `add` or `remove` action carries it."""
+
+    path_or_inline: str
+    offset: int
+    size: int
+    cardinality: int
+    file_name: str
+    """The deletion vector file in the table folder (derived from `path_or_inline`)."""
+
+    def action(self) -> dict[str, object]:
+        """The descriptor as the Delta log writes it."""
+        return {
+            "storageType": "u", "pathOrInlineDv": self.path_or_inline, "offset": self.offset,
+            "sizeInBytes": self.size, "cardinality": self.cardinality,
+        }
+
+
+def deleted_rows(table: DeltaTable) -> pa.Table:
+    """`(file_name, row_index)` of every row the table's deletion vectors delete (as many
+    rows as there are deleted rows; none when the table has no deletion vector)."""
+    none = pa.table({DELETED_FILE: pa.array([], pa.string()),
+                     DELETED_ROW: pa.array([], pa.int64())})
+    if FEATURE not in (table.protocol().reader_features or []):
+        return none
+    vectors = pa.table(table.deletion_vectors())
+    if not vectors.num_rows:
+        return none
+    keep = vectors["selection_vector"].combine_chunks()
+    flat = np.asarray(keep.flatten(), dtype=bool)
+    offsets = np.asarray(keep.offsets)
+    parents = np.repeat(np.arange(len(keep)), np.diff(offsets))
+    rows = np.arange(len(flat)) - offsets[parents]
+    names = np.array([uri.rsplit("/", 1)[-1] for uri in vectors["filepath"].to_pylist()],
+                     dtype=object)
+    deleted = ~flat
+    return pa.table({DELETED_FILE: pa.array(names[parents[deleted]], pa.string()),
+                     DELETED_ROW: pa.array(rows[deleted], pa.int64())})
+
+
+def write_vectors(root: Path, deleted: Mapping[str, Sequence[int]]) -> dict[str, DeletionVector]:
+    """One deletion vector file in `root` holding a vector per data file; the descriptors."""
+    if not deleted:
+        return {}
+    uuid = uuid4()
+    file_name = f"deletion_vector_{uuid}.bin"
+    content = bytearray([_FORMAT_VERSION])
+    descriptors: dict[str, DeletionVector] = {}
+    for name, rows in deleted.items():
+        data = _bitmap_array(rows)
+        descriptors[name] = DeletionVector(
+            path_or_inline=_z85(uuid.bytes), offset=len(content), size=len(data),
+            cardinality=len(set(rows)), file_name=file_name,
+        )
+        content += struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data))
+    (root / file_name).write_bytes(bytes(content))
+    return descriptors
+
+
+def enabling_actions(table: DeltaTable) -> list[dict[str, object]]:
+    """The `protocol` and `metaData` actions that let a table carry deletion vectors (none
+    when it can already): reader 3 and writer 7 with the feature named, the table's other
+    features in use kept, and `delta.enableDeletionVectors` set."""
+    protocol = table.protocol()
+    if FEATURE in (protocol.reader_features or []):
+        return []
+    metadata = table.metadata()
+    configuration = {**metadata.configuration, ENABLE_PROPERTY: "true"}
+    in_use = {CDF_FEATURE} if configuration.get(CDF_PROPERTY) == "true" else set()
+    writer = sorted({*(protocol.writer_features or []), *in_use, FEATURE})
+    return [
+        {"protocol": {
+            "minReaderVersion": READER_VERSION, "minWriterVersion": WRITER_VERSION,
+            "readerFeatures": sorted({*(protocol.reader_features or []), FEATURE}),
+            "writerFeatures": writer,
+        }},
+        {"metaData": {
+            "id": metadata.id, "name": metadata.name, "description": metadata.description,
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": table.schema().to_json(),
+            "partitionColumns": list(metadata.partition_columns),
+            "configuration": configuration, "createdTime": metadata.created_time,
+        }},
+    ]
+
+
+def _bitmap_array(rows: Sequence[int]) -> bytes:
+    """Delta's RoaringBitmapArray of `rows` (row indexes of one file, below 2^32)."""
+    bitmap = BitMap(rows)
+    return struct.pack("<iqi", _MAGIC, 1, 0) + bitmap.serialize()
+
+
+def _z85(data: bytes) -> str:
+    """ZeroMQ's Z85 encoding (Delta's for the UUID of a deletion vector file)."""
+    out = []
+    for start in range(0, len(data), 4):
+        value = int.from_bytes(data[start:start + 4], "big")
+        chunk = []
+        for _ in range(5):
+            value, digit = divmod(value, 85)
+            chunk.append(_Z85[digit])
+        out.extend(reversed(chunk))
+    return "".join(out)
