@@ -20,6 +20,7 @@ files and bytes before the run; and what Spark read and wrote (its status store)
 report is printed and written as JSON under `benchmarks/results/`.
 
     .venv/bin/python benchmarks/pipelines.py --orders 5000000
+    .venv/bin/python benchmarks/pipelines.py --orders 1000000 --copy-on-write   # reference
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from incremental import RESULTS, START_US, StageMeter, _ascending
 
 from chronolake import Catalog
 from chronolake._spark import local_spark_session
+from chronolake.lake import upserts
 from chronolake.lake.layout import output_path
 from chronolake.runtime.views import materialize_view
 
@@ -157,7 +159,11 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=20, help="commits of the history")
     parser.add_argument("--new-percent", type=float, default=0.1)
     parser.add_argument("--update-percent", type=float, default=1.0)
+    parser.add_argument("--copy-on-write", action="store_true",
+                        help="rewrite every touched file (no deletion vectors): the reference")
     args = parser.parse_args()
+    if args.copy_on_write:
+        upserts.REWRITE_BELOW_ROWS = sys.maxsize
     rng = np.random.default_rng(7)
     spark = local_spark_session("chronolake-pipelines-benchmark")
     meter = StageMeter(spark)
@@ -192,7 +198,8 @@ def main() -> None:
         )
         report["uniform_updates"] = _run_both(catalog, meter, "uniform updates")
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"pipelines-{args.orders}.json"
+    policy = "-copy-on-write" if args.copy_on_write else ""
+    out = RESULTS / f"pipelines-{args.orders}{policy}.json"
     out.write_text(json.dumps(report, indent=2))
     print(f"report: {out}", file=sys.stderr)
 
