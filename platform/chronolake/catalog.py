@@ -190,9 +190,10 @@ class Catalog:
         (what an operator reading them plans against). A deduplication view joined
         FOR SYSTEM_TIME AS OF stays a view: its versions come from its source's changelog."""
         specs = self.specs()
+        builds = [specs.get(ref.build_table.lower()) for ref in temporal_joins(query)]
         versioned_by_source = {
-            ref.build_table.lower() for ref in temporal_joins(query)
-            if getattr(specs.get(ref.build_table.lower()), "deduplication", None) is not None
+            build.name.lower() for build in builds
+            if isinstance(build, ViewSpec) and build.deduplication is not None
         }
         for name in referenced_tables(query):
             spec = specs.get(name.lower())

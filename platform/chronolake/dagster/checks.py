@@ -13,7 +13,6 @@ import time
 from datetime import UTC
 from pathlib import Path
 
-import pyarrow.compute as pc
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
@@ -25,7 +24,6 @@ from dagster import (
     asset_check,
 )
 from dagster_pyspark import PySparkResource
-from deltalake import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -33,6 +31,7 @@ from chronolake.catalog import Catalog
 from chronolake.dagster.resources import LakeResource
 from chronolake.lake.changelog import COMMIT_TIMESTAMP
 from chronolake.lake.layout import STATE_ROOT
+from chronolake.lake.tables import column_minimum
 from chronolake.runtime.checkpoint import CheckpointStore
 from chronolake.runtime.result import RunResult
 from chronolake.runtime.stored import STATE_PREFIX
@@ -132,20 +131,13 @@ def _oldest_pending_age(catalog: Catalog, name: str) -> float:
     """Seconds since the oldest waiting row's commit (0 with none): rows pending in a temporal
     join's state, or held in a window aggregate's open windows.
 
-    Read with delta-rs and Arrow from the state tables' commit-time column, batch
-    by batch: a Spark job here would add a second to every run.
+    Read without Spark from the state tables' commit-time column (`column_minimum`): a
+    Spark job here would add a second to every run.
     """
     store = CheckpointStore(catalog.root / STATE_ROOT / name.lower())
     tables = [store.directory / path for role, path in store.latest().state.items()
               if role in _WAITING_ROLES]
-    column = STATE_PREFIX + COMMIT_TIMESTAMP
-    datasets = [DeltaTable(str(table)).to_pyarrow_dataset() for table in tables]
-    # One minimum per Arrow batch of a single column: the loop is over batches, not rows.
-    minima = [
-        pc.min(batch.column(0)).as_py()
-        for dataset in datasets if column in dataset.schema.names
-        for batch in dataset.to_batches(columns=[column])
-    ]
+    minima = [column_minimum(table, STATE_PREFIX + COMMIT_TIMESTAMP) for table in tables]
     times = [moment for moment in minima if moment is not None]
     if not times:
         return 0.0

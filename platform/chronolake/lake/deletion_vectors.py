@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from uuid import uuid4
@@ -81,7 +81,7 @@ def deleted_rows(table: DeltaTable) -> pa.Table:
                      DELETED_ROW: pa.array(rows[deleted], pa.int64())})
 
 
-def write_vectors(root: Path, deleted: Mapping[str, Sequence[int]]) -> dict[str, DeletionVector]:
+def write_vectors(root: Path, deleted: Mapping[str, BitMap]) -> dict[str, DeletionVector]:
     """One deletion vector file in `root` holding a vector per data file; the descriptors."""
     if not deleted:
         return {}
@@ -93,7 +93,7 @@ def write_vectors(root: Path, deleted: Mapping[str, Sequence[int]]) -> dict[str,
         data = _bitmap_array(rows)
         descriptors[name] = DeletionVector(
             path_or_inline=_z85(uuid.bytes), offset=len(content), size=len(data),
-            cardinality=len(set(rows)), file_name=file_name,
+            cardinality=len(rows), file_name=file_name,
         )
         content += struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data))
     (root / file_name).write_bytes(bytes(content))
@@ -127,10 +127,9 @@ def enabling_actions(table: DeltaTable) -> list[dict[str, object]]:
     ]
 
 
-def _bitmap_array(rows: Sequence[int]) -> bytes:
+def _bitmap_array(rows: BitMap) -> bytes:
     """Delta's RoaringBitmapArray of `rows` (row indexes of one file, below 2^32)."""
-    bitmap = BitMap(rows)
-    return struct.pack("<iqi", _MAGIC, 1, 0) + bitmap.serialize()
+    return struct.pack("<iqi", _MAGIC, 1, 0) + rows.serialize()
 
 
 def _z85(data: bytes) -> str:

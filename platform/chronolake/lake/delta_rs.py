@@ -12,7 +12,7 @@ import os
 import shutil
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import unquote
 from uuid import uuid4
@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Schema, Transaction
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction
+from pyroaring import BitMap
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -194,14 +195,14 @@ class DeltaRsBackend(LakeBackend):
         table = _create_if_missing(changes.select(*columns), root, (), enable_cdf=True)
         if _committed(table, app_id, app_version):
             return None
-        stored = self._stored_rows(table, root) if retracting else None
-        if stored is None:  # nothing to rewrite: an append of what the batch leaves
+        files = _active_files(table) if retracting else {}
+        if not files:  # nothing to rewrite: an append of what the batch leaves
             rows = final_rows(changes, key) if retracting else additions(changes)
             return self.append_dataframe(
                 rows, root, app_id=app_id, app_version=app_version, commit_info=commit_info
             )
-        files = _active_files(table)
         deleted = deleted_rows(table)
+        stored = self._stored_rows(table, root, files, deleted)
         gone = Counter(deleted[DELETED_FILE].to_pylist())
         live = {name: rows - gone[name] for name, (_, rows) in files.items()}
         with without_constraint_propagation(self.spark):
@@ -222,7 +223,8 @@ class DeltaRsBackend(LakeBackend):
         current = self._current_vectors(root, table, [*upsert.rewritten_files, *marked])
         before = _rows_by_file(deleted, marked)
         vectors = write_vectors(root, {
-            name: sorted({*before.get(name, ()), *upsert.deleted_rows[name]}) for name in marked
+            name: before.get(name, BitMap()) | BitMap(upsert.deleted_rows[name])
+            for name in marked
         })
         written = [*adds, *change_data]
         try:
@@ -251,27 +253,26 @@ class DeltaRsBackend(LakeBackend):
             )
             raise SourceError(msg) from None
 
-    def _stored_rows(self, table: DeltaTable, root: Path) -> DataFrame | None:
-        """The table's rows, each with its data file's name and its index there (None: no
-        rows yet); rows deletion vectors delete are left out."""
-        # The active files: metadata-sized, read on the driver.
-        paths = pa.table(table.get_add_actions(flatten=True))["path"].to_pylist()
-        if not paths:
-            return None
+    def _stored_rows(
+        self, table: DeltaTable, root: Path, files: Iterable[str], deleted: pa.Table
+    ) -> DataFrame:
+        """The rows of the table's active `files`, each with its data file's name and its index
+        there; the rows `deleted` (by deletion vectors) are left out."""
         schema = StructType.fromJson(json.loads(table.schema().to_json()))
-        scan = self.spark.read.schema(schema).parquet(*(str(root / unquote(p)) for p in paths))
+        scan = self.spark.read.schema(schema).parquet(*(str(root / unquote(p)) for p in files))
         rows = scan.select(
             "*",
             F.col("_metadata.file_name").alias(FILE_NAME),
             F.col("_metadata.row_index").alias(ROW_INDEX),
         )
-        deleted = self._deleted(table)
-        if deleted is None:
+        if not deleted.num_rows:
             return rows
-        return without_deleted(rows, deleted, file_column=FILE_NAME, row_column=ROW_INDEX)
+        return without_deleted(rows, self.spark.createDataFrame(deleted), file_column=FILE_NAME,
+                               row_column=ROW_INDEX)
 
     def _deleted(self, table: DeltaTable) -> DataFrame | None:
-        """The rows the table's deletion vectors delete, for Spark (None: there are none)."""
+        """The rows the table's deletion vectors delete, for Spark (None: there are none); as
+        many as the deletes, read from the log's deletion vectors on the driver."""
         deleted = deleted_rows(table)
         return self.spark.createDataFrame(deleted) if deleted.num_rows else None
 
@@ -401,14 +402,16 @@ def _active_files(table: DeltaTable) -> dict[str, tuple[int, int]]:
     }
 
 
-def _rows_by_file(deleted: pa.Table, names: Sequence[str]) -> dict[str, list[int]]:
+def _rows_by_file(deleted: pa.Table, names: Sequence[str]) -> dict[str, BitMap]:
     """The row indexes deletion vectors already delete in each of `names`."""
-    rows: dict[str, list[int]] = {}
     wanted = deleted.filter(pc.is_in(deleted[DELETED_FILE], pa.array(list(names), pa.string())))
-    for name, row in zip(*(wanted[c].to_pylist() for c in (DELETED_FILE, DELETED_ROW)),
-                         strict=True):
-        rows.setdefault(name, []).append(row)
-    return rows
+    grouped = wanted.group_by(DELETED_FILE).aggregate([(DELETED_ROW, "list")])
+    return {
+        name: BitMap(rows) for name, rows in zip(
+            grouped[DELETED_FILE].to_pylist(), grouped[f"{DELETED_ROW}_list"].to_pylist(),
+            strict=True,
+        )
+    }
 
 
 def _checkpointed_vectors(root: Path, names: set[str]) -> dict[str, Mapping[str, object] | None]:

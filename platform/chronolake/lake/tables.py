@@ -1,4 +1,4 @@
-"""Whole-table facts for assets, from the Delta log alone (no Spark): version and size.
+"""Whole-table facts for assets, without Spark: version, size and a first look at the rows.
 
 These take a table location, not a spec: Dagster assets observe and
 materialize tables without a changelog in sight.
@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from chronolake.lake.backend import not_a_delta_table
@@ -37,3 +38,26 @@ def _table(path: str | Path) -> DeltaTable:
     if not DeltaTable.is_deltatable(str(path)):
         raise not_a_delta_table(path)
     return DeltaTable(str(path))
+
+
+def first_rows(path: str | Path, rows: int) -> pa.Table:
+    """Up to `rows` rows of the latest version, read by delta-rs's own engine (which honours
+    deletion vectors) batch by batch until there are enough: a handful, for a person."""
+    reader = pa.RecordBatchReader.from_stream(_table(path).scan())
+    batches: list[pa.RecordBatch] = []
+    for batch in reader:  # a loop over batches, not rows
+        batches.append(batch)
+        if sum(b.num_rows for b in batches) >= rows:
+            break
+    return pa.Table.from_batches(batches, schema=reader.schema).slice(0, rows)
+
+
+def column_minimum(path: str | Path, column: str) -> object | None:
+    """The smallest value of `column` in the latest version (None when the table has no such
+    column or no value), one Arrow batch of that column at a time: no Spark."""
+    dataset = _table(path).to_pyarrow_dataset()
+    if column not in dataset.schema.names:
+        return None
+    # One minimum per batch of a single column: the loop is over batches, not rows.
+    minima = [pc.min(batch.column(0)).as_py() for batch in dataset.to_batches(columns=[column])]
+    return min((value for value in minima if value is not None), default=None)

@@ -71,7 +71,8 @@ def apply_changes(
     final = last.where(~F.col(RETRACTED)).drop(RETRACTED)
     touched = last.select(*key)
     old = stored.join(touched, on=list(key), how="left_semi").localCheckpoint(eager=True)
-    # The touched rows' files and row indexes: as many as the change.
+    # The touched rows' files and row indexes, for the deletion vectors the driver writes:
+    # as many as the rows the batch changes, never the table's.
     touched_rows = {
         row[FILE_NAME]: tuple(row[ROW_INDEX])
         for row in old.groupBy(FILE_NAME).agg(F.collect_list(ROW_INDEX).alias(ROW_INDEX))

@@ -28,7 +28,7 @@ from chronolake.catalog import Catalog
 from chronolake.clock import Clock, WallClock
 from chronolake.errors import DefinitionError, RunError
 from chronolake.joins.history import HISTORY_PAGE_ROWS
-from chronolake.lake.changelog import SYSTEM_COLUMNS
+from chronolake.lake.changelog import SYSTEM_COLUMNS, RowKind
 from chronolake.lake.layout import LATE_ROOT, LOCK_ROOT, STATE_ROOT, output_path
 from chronolake.lake.stamps import watermark_stamp
 from chronolake.lake.upserts import final_rows
@@ -44,7 +44,7 @@ from chronolake.runtime.inputs import (
     refresh_position,
 )
 from chronolake.runtime.lock import run_lock
-from chronolake.runtime.operator import RunContext, Step, as_changes
+from chronolake.runtime.operator import KIND_FIGURES, RunContext, Step, as_changes
 from chronolake.runtime.operators import operator_for
 from chronolake.runtime.result import RunResult, RunStatus
 from chronolake.runtime.source_checks import (
@@ -371,9 +371,10 @@ class DerivedTable:
                 state, self.output_path, enable_cdf=True, commit_info=stamp
             )
         elif self.view.updating:
-            retracting = any(step.figures.get(f) for f in (
-                "update_befores_out", "update_afters_out", "deletes_out"
-            ))  # a +U replaces a stored row too, even where its -U matched nothing
+            retracting = any(  # a +U replaces a stored row too, even where its -U matched none
+                step.figures.get(name) for name, kind in KIND_FIGURES.items()
+                if kind is not RowKind.INSERT
+            )
             version = backend.commit_changes(
                 changes, self.output_path, key=self.view.primary_key, retracting=retracting,
                 app_id=app, app_version=run, commit_info=stamp,

@@ -32,8 +32,8 @@ from chronolake.sql.query import JoinKind, TemporalJoinRef, parse_query, tempora
 PROBE_VERSION = "__tj_probe_version"
 PROBE_POSITION = "__tj_probe_position"
 CHANGE_COLUMNS = (ROW_KIND, COMMIT_VERSION, POSITION)
-RETRACTIONS = (RowKind.UPDATE_BEFORE, RowKind.DELETE)
 """What a joined row keeps of its probe row in a run: its kind and arrival order."""
+RETRACTIONS = (RowKind.UPDATE_BEFORE, RowKind.DELETE)
 
 
 class TimeMode(StrEnum):

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 
-from pyspark.sql.types import DataType, StructType
+from pyspark.sql.types import StructType
 from sqlglot import exp
 
 from chronolake.dialect import flink_type
@@ -85,17 +85,10 @@ def is_updating(spec: TableSpec | ViewSpec) -> bool:
 def output_table_spec(view: ViewSpec, schema: StructType, path: str) -> TableSpec:
     """A derived view's output as a source table: its stored columns, its upsert key, its
     time attribute (with a watermark taken from the commits) and its change data feed."""
-    columns = [
-        PhysicalColumn(name=field.name, type=_attribute_type(view, field.dataType, field.name))
-        for field in schema.fields
-    ]
-    watermark = None
-    if view.rowtime is not None:
-        watermark = WatermarkSpec(rowtime=view.rowtime, expression=view.rowtime)
     return TableSpec(
         name=view.name,
-        columns=tuple(columns),
-        watermark=watermark,
+        columns=_stored_columns(view, schema),
+        watermark=_time_attribute(view),
         primary_key=view.primary_key,
         options=DeltaOptions(
             path=path,
@@ -109,19 +102,13 @@ def through_view_spec(view: ViewSpec, source: TableSpec, schema: StructType) -> 
     """A plain view over `source` as an operator's input: the view's columns (`schema`), the
     key and time attribute it passes through, and `source`'s changes, read through its SELECT.
     Its ticks and alignment are its source's own business: the view reads in one tick."""
-    columns = tuple(
-        PhysicalColumn(name=field.name, type=_attribute_type(view, field.dataType, field.name))
-        for field in schema.fields
-    )
-    watermark = None
-    if view.rowtime is not None:
-        watermark = WatermarkSpec(rowtime=view.rowtime, expression=view.rowtime)
     options = source.options.model_copy(update={
         "max_rows_per_tick": None, "alignment_group": None, "split_by": None,
     })
     return TableSpec(
-        name=view.name, columns=columns, watermark=watermark, primary_key=view.primary_key,
-        options=options, through_view=ThroughView(source=source, query=view.query),
+        name=view.name, columns=_stored_columns(view, schema), watermark=_time_attribute(view),
+        primary_key=view.primary_key, options=options,
+        through_view=ThroughView(source=source, query=view.query),
     )
 
 
@@ -209,12 +196,22 @@ def _through_plain_view(
     })
 
 
-def _attribute_type(view: ViewSpec, data_type: DataType, name: str) -> str:
-    """The declared type of a stored column; a time attribute's has precision <= 3."""
-    declared = flink_type(data_type)
-    if view.rowtime is not None and name.lower() == view.rowtime.lower():
-        return declared.replace("(6)", "(3)")
-    return declared
+def _stored_columns(view: ViewSpec, schema: StructType) -> tuple[PhysicalColumn, ...]:
+    """The view's columns as a table declares them; a time attribute's precision is <= 3."""
+    columns = []
+    for field in schema.fields:
+        declared = flink_type(field.dataType)
+        if view.rowtime is not None and field.name.lower() == view.rowtime.lower():
+            declared = declared.replace("(6)", "(3)")
+        columns.append(PhysicalColumn(name=field.name, type=declared))
+    return tuple(columns)
+
+
+def _time_attribute(view: ViewSpec) -> WatermarkSpec | None:
+    """The view's rowtime as a table's: its watermark comes from upstream, not from a rule."""
+    if view.rowtime is None:
+        return None
+    return WatermarkSpec(rowtime=view.rowtime, expression=view.rowtime)
 
 
 def _out_of_window(view: ViewSpec, select: exp.Select) -> ViewSpec:
