@@ -10,9 +10,11 @@ Schedules and the sensor are off by default; `CHRONOLAKE_AUTOMATION=on` turns th
 from __future__ import annotations
 
 import time
+import warnings
 
 from dagster import (
     AssetSelection,
+    BetaWarning,
     ScheduleDefinition,
     SensorDefinition,
     define_asset_job,
@@ -29,9 +31,12 @@ from chronolake.dagster.automation import (
 from chronolake.dagster.resources import LakeResource
 from chronolake.demo import feed_demo_lake
 
+# Sources are observable source assets, which only `include_sources` (beta) selects by group.
+with warnings.catch_warnings(action="ignore", category=BetaWarning):
+    _sources = AssetSelection.groups(SOURCES_GROUP, include_sources=True)
 observe_sources = define_asset_job(
     "observe_sources",
-    selection=AssetSelection.groups(SOURCES_GROUP, include_sources=True),
+    selection=_sources,
     description="Record each source table's Delta version (its data version).",
 )
 refresh_views = define_asset_job(

@@ -2,7 +2,7 @@
 
 One demo build, one server and one browser for the whole test: starting them is most of its
 time. Screenshots of every page it checks go to the test's `tmp_path`; the last one is also
-copied to `tests/output/`.
+copied to `tests/output/`, and the two the README shows to `docs/`, so they stay current.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from chronolake.schema import TableSpec, ViewSpec
 
 REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = Path(__file__).resolve().parent / "output"
+DOCS = REPOSITORY_ROOT / "docs"
 # The derived table whose latest run the test opens, and the checks whose passing result it shows.
 SHOWN_ASSET = "orders_enriched"
 SHOWN_CHECKS = (
@@ -52,6 +53,11 @@ PLATFORM_ASSETS = (
     "orders_per_currency",
     "revenue_per_currency",
 )
+# The screenshots the README shows, by the name this test takes them under.
+README_SCREENSHOTS = {
+    "1-asset-graph.png": "dagster-asset-graph.png",
+    f"3-{SHOWN_ASSET}.png": "dagster-orders-enriched.png",
+}
 # The instance the demo and the server share: no telemetry, no "join the community" dialog.
 INSTANCE_YAML = "telemetry:\n  enabled: false\nnux:\n  enabled: false\n"
 UI_TIMEOUT_MS = 30_000  # the UI loads live data a few seconds after the page
@@ -93,6 +99,8 @@ def test_dagster_ui_shows_the_platform_its_metadata_and_checks(tmp_path: Path) -
 
     OUTPUT.mkdir(exist_ok=True)
     shutil.copy(tmp_path / f"3-{SHOWN_ASSET}.png", OUTPUT / f"browser-{SHOWN_ASSET}.png")
+    for taken, shown in README_SCREENSHOTS.items():  # the README's pictures stay current
+        shutil.copy(tmp_path / taken, DOCS / shown)
 
 
 def test_stop_process_group_kills_children_that_ignore_sigterm() -> None:

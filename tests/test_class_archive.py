@@ -15,6 +15,7 @@ from chronolake._spark import (
     LOCAL_JAVA_OPTIONS,
     LOCAL_SPARK_CONF,
     local_spark_conf,
+    logging_java_options,
 )
 
 
@@ -34,9 +35,10 @@ def test_built_archive_is_mapped_by_local_sessions(
 def test_empty_settings_leave_the_jvm_as_java_starts_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ARCHIVE_ENV, "")
     assert archive_path() is None
-    assert local_spark_conf()["spark.driver.extraJavaOptions"] == LOCAL_JAVA_OPTIONS
+    logging = logging_java_options()  # not the JVM's tuning: its log4j configuration
+    assert local_spark_conf()["spark.driver.extraJavaOptions"] == f"{LOCAL_JAVA_OPTIONS} {logging}"
     monkeypatch.setenv(JAVA_OPTIONS_ENV, "")
-    assert local_spark_conf() == LOCAL_SPARK_CONF
+    assert local_spark_conf() == LOCAL_SPARK_CONF | {"spark.driver.extraJavaOptions": logging}
 
 
 def test_the_driver_jvm_runs_with_the_local_options(spark: SparkSession) -> None:

@@ -268,8 +268,6 @@ TABLE_ERRORS = [
      r"metadata columns are read-only here; add VIRTUAL, e.g. `commit_version BIGINT "
      r"METADATA FROM 'commit_version' VIRTUAL`"),
     ("CREATE TABLE t (a INT, UNIQUE (a)) " + DELTA, r"UNIQUE \(a\) is not supported"),
-    ("CREATE TABLE IF NOT EXISTS t (a INT) " + DELTA,
-     r"CREATE TABLE IF NOT EXISTS is not supported; write CREATE TABLE t"),
     ("CREATE TABLE t AS SELECT 1 AS a", r"CREATE TABLE needs a column list"),
     ("CREATE TABLE t (a INT) PARTITIONED BY (a) " + DELTA,
      r"PARTITIONED_BY=\(a\) is not supported; a table's only clause after the column list is "
@@ -392,8 +390,6 @@ def test_flip132_versioned_view_over_a_table_declared_earlier_in_the_script() ->
          r"view 'v' reads unknown table 'nowhere'; declare it first"),
         ("CREATE VIEW v (a) AS SELECT currency FROM raw_rates",
          r"a column list after the view name is not supported"),
-        ("CREATE VIEW IF NOT EXISTS v AS SELECT currency FROM raw_rates",
-         r"CREATE VIEW IF NOT EXISTS is not supported"),
     ],
 )
 def test_bad_views_are_refused(ddl: str, message: str) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from _orders_and_rates import ORDERS_AND_RATES
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -125,17 +126,7 @@ def test_a_file_where_many_rows_change_is_rewritten(
     assert DeltaTable(str(path)).to_pyarrow_table().num_rows == 10  # readable by every reader
 
 
-PIPELINE = """
-CREATE TABLE orders (
-  order_id BIGINT, currency STRING, amount BIGINT, order_time TIMESTAMP(3),
-  WATERMARK FOR order_time AS order_time,
-  PRIMARY KEY (order_id) NOT ENFORCED
-) WITH ('path' = 'orders', 'changelog' = 'cdf');
-CREATE TABLE rates (
-  currency STRING, rate BIGINT, currency_time TIMESTAMP(3),
-  WATERMARK FOR currency_time AS currency_time,
-  PRIMARY KEY (currency) NOT ENFORCED
-) WITH ('path' = 'rates', 'changelog' = 'cdf');
+PIPELINE = ORDERS_AND_RATES + """
 CREATE VIEW enriched AS
 SELECT o.order_id, o.amount, o.order_time, o.amount * r.rate AS usd
 FROM orders AS o JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r

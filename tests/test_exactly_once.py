@@ -40,13 +40,13 @@ from chronolake.lake import DeltaRsBackend
 from chronolake.lake.layout import output_path
 from chronolake.runtime.checkpoint import Checkpoint
 from chronolake.runtime.derived import DerivedTable
-from chronolake.runtime.faults import FaultPoint
+from chronolake.runtime.faults import RUN_FAULT_POINTS, FaultPoint
 from chronolake.runtime.lock import lock_path, run_lock
 from chronolake.runtime.result import RunResult, RunStatus
 
 VIEW = "orders_enriched"
 # Before this point a killed run has written nothing a reader sees.
-_FIRST_WRITE = list(FaultPoint).index(FaultPoint.AFTER_OUTPUT)
+_FIRST_WRITE = RUN_FAULT_POINTS.index(FaultPoint.AFTER_OUTPUT)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -111,7 +111,7 @@ def _crash(lake: Path, fault: FaultPoint, *, full_refresh: bool = False) -> None
 
 @pytest.mark.slow
 @pytest.mark.spark
-@pytest.mark.parametrize("fault", list(FaultPoint), ids=[f.value for f in FaultPoint])
+@pytest.mark.parametrize("fault", RUN_FAULT_POINTS, ids=[f.value for f in RUN_FAULT_POINTS])
 def test_a_run_killed_at_any_fault_point_is_redone_exactly_once(
     spark: SparkSession, reference: Reference, tmp_path: Path, fault: FaultPoint
 ) -> None:
@@ -121,7 +121,7 @@ def test_a_run_killed_at_any_fault_point_is_redone_exactly_once(
     _crash(lake, fault)
 
     seen = delta_rows(spark, output_path(lake, VIEW))
-    wrote = list(FaultPoint).index(fault) >= _FIRST_WRITE
+    wrote = RUN_FAULT_POINTS.index(fault) >= _FIRST_WRITE
     assert same_rows(seen, reference.output(spark, 2 if wrote else 1))
 
     rerun = _run(spark, lake)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from _orders_and_rates import ORDERS_AND_RATES
 from click.testing import CliRunner
 from deltalake import DeltaTable
 from deltatables import delete_rows, update_rows, write_commits
@@ -33,17 +34,7 @@ pytestmark = pytest.mark.spark
 
 BASE = datetime(2026, 11, 2, 9, 0)
 
-DDL = """
-CREATE TABLE orders (
-  order_id BIGINT, currency STRING, amount BIGINT, order_time TIMESTAMP(3),
-  WATERMARK FOR order_time AS order_time,
-  PRIMARY KEY (order_id) NOT ENFORCED
-) WITH ('path' = 'orders', 'changelog' = 'cdf');
-CREATE TABLE rates (
-  currency STRING, rate BIGINT, currency_time TIMESTAMP(3),
-  WATERMARK FOR currency_time AS currency_time,
-  PRIMARY KEY (currency) NOT ENFORCED
-) WITH ('path' = 'rates', 'changelog' = 'cdf');
+DDL = ORDERS_AND_RATES + """
 CREATE VIEW enriched AS
 SELECT o.order_id, o.currency, o.amount, o.order_time, r.rate, o.amount * r.rate AS usd
 FROM orders AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r

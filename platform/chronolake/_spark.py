@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import getpass
 import os
+import re
+import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
+from typing import IO
 
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
@@ -54,7 +62,8 @@ Measured here on 2 cores (`benchmarks/README.md`, Run overhead): a trivial run i
 4 s faster and a 5M-row temporal join takes the same time. C1 only (`-XX:TieredStopAtLevel=1`)
 would cut the trivial run more but made the hot-key join 3.5x slower, so it is not the
 default; set `CHRONOLAKE_SPARK_JAVA_OPTIONS` to choose. The JVM's own messages (it counts
-the directives it loaded) go to stderr, so that stdout stays the program's.
+the directives it loaded) go to stderr, so that stdout stays the program's, and
+`start_spark_driver` drops the count there.
 """
 
 
@@ -64,11 +73,42 @@ def java_options() -> str:
     return os.environ.get(JAVA_OPTIONS_ENV, LOCAL_JAVA_OPTIONS)
 
 
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+"""The driver's log4j configuration: errors on the console, warnings too in `spark_log_path`."""
+
+SPARK_LOG_ENV = "CHRONOLAKE_SPARK_LOG"
+"""Overrides `spark_log_path`."""
+
+CONSOLE_LOG_ENV = "CHRONOLAKE_SPARK_CONSOLE_LOG"
+"""The lowest level of Spark's log lines on the console: `error` unless set (`off`, `warn`,
+`info`, ...)."""
+
+
+def spark_log_path() -> Path:
+    """Where the driver logs Spark's warnings and errors: one file per user in the temp dir."""
+    configured = os.environ.get(SPARK_LOG_ENV)
+    if configured:
+        return Path(configured)
+    return Path(tempfile.gettempdir()) / f"chronolake-{getpass.getuser()}" / "spark.log"
+
+
+def logging_java_options() -> str:
+    """The driver's JVM options that load `LOG_CONFIG`: a successful command prints only its
+    result, while Spark's warnings stay in `spark_log_path` for when something looks wrong."""
+    options = f"-Dlog4j2.configurationFile={LOG_CONFIG} -Dchronolake.spark.log={spark_log_path()}"
+    if level := os.environ.get(CONSOLE_LOG_ENV):
+        options += f" -Dchronolake.spark.console={level}"
+    return options
+
+
 def local_spark_conf() -> dict[str, str]:
-    """`LOCAL_SPARK_CONF`, plus the driver's JVM options (`java_options`) and those that
-    map Spark's class archive once `./dev` has built it (`chronolake._class_archive`)."""
-    options = " ".join(o for o in (java_options(), driver_java_options()) if o)
-    return LOCAL_SPARK_CONF | ({"spark.driver.extraJavaOptions": options} if options else {})
+    """`LOCAL_SPARK_CONF`, plus the driver's JVM options: `java_options`, the logging's
+    (`logging_java_options`) and those that map Spark's class archive once `./dev` has
+    built it (`chronolake._class_archive`)."""
+    options = " ".join(
+        o for o in (java_options(), logging_java_options(), driver_java_options()) if o
+    )
+    return LOCAL_SPARK_CONF | {"spark.driver.extraJavaOptions": options}
 
 
 def local_spark_session(app_name: str = "chronolake") -> SparkSession:
@@ -76,13 +116,66 @@ def local_spark_session(app_name: str = "chronolake") -> SparkSession:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    builder = SparkSession.builder.master(os.environ.get("CHRONOLAKE_SPARK_MASTER", "local[*]"))
-    builder = builder.appName(app_name)
-    for key, value in local_spark_conf().items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+    conf = {
+        "spark.master": os.environ.get("CHRONOLAKE_SPARK_MASTER", "local[*]"),
+        "spark.app.name": app_name,
+        **local_spark_conf(),
+    }
+    start_spark_driver(conf)
+    return SparkSession.builder.config(map=conf).getOrCreate()
+
+
+JVM_NOTICES = re.compile(
+    rb"\d+ compiler directives added"  # HotSpot, on loading JIT_DIRECTIVES
+    rb"|WARNING: Using incubator modules: jdk\.incubator\.vector"  # Spark's launcher adds it
+    rb"|Warning: Java versions > Java 11 can only operate in restricted mode .*"  # DataSketches
+)
+"""Lines the driver's JVM prints on stderr whatever its settings, for nobody to act on:
+`start_spark_driver` drops them (HotSpot's count would go with all of its own output, thread
+dumps included, and the other two are printed by Java code that no flag silences)."""
+
+
+def start_spark_driver(conf: Mapping[str, str]) -> None:
+    """Start this process's Spark driver with `conf` unless it runs (or `conf` asks for Spark
+    Connect), its stderr passed on without `JVM_NOTICES`.
+
+    Where pyspark would start the JVM with the process's stderr, this starts it with a pipe
+    that a thread copies to file descriptor 2, so that errors and Python workers' output
+    still show. `local_spark_session` and the Dagster resource both start Spark here.
+    """
+    # pyspark's gateway to its JVM: set once per process, by the first SparkContext.
+    if SparkContext._gateway is not None or _spark_connect(conf):
+        return
+    spark_conf = SparkConf().setAll(list(conf.items()))
+    gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
+    if gateway.proc is not None:  # None: a JVM given by PYSPARK_GATEWAY_PORT, not started here
+        threading.Thread(
+            target=pass_on_stderr, args=(gateway.proc.stderr,), name="spark-driver-stderr",
+            daemon=True,
+        ).start()
+    SparkContext(conf=spark_conf, gateway=gateway)
+
+
+def pass_on_stderr(stream: IO[bytes]) -> None:
+    """Copy `stream` to file descriptor 2 line by line, less `JVM_NOTICES`, until it ends.
+
+    Keeps reading when stderr is gone, so the JVM never blocks on a full pipe.
+    """
+    for line in stream:
+        if JVM_NOTICES.fullmatch(line.rstrip(b"\r\n")):
+            continue
+        with suppress(OSError):
+            while line:
+                line = line[os.write(2, line):]
+
+
+def _spark_connect(conf: Mapping[str, str]) -> bool:
+    """Whether pyspark's session builder makes a Spark Connect session of `conf`."""
+    api_mode = conf.get("spark.api.mode", os.environ.get("SPARK_API_MODE", "")).lower()
+    return (
+        "spark.remote" in conf or api_mode == "connect"
+        or "SPARK_REMOTE" in os.environ or "SPARK_CONNECT_MODE_ENABLED" in os.environ
+    )
 
 
 _PAGE_ROWS = "parquet.page.row.count.limit"

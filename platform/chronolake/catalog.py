@@ -7,13 +7,14 @@ sees what an earlier one registered.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pyspark.sql import DataFrame, SparkSession
 
 from chronolake._atomic import write_text_atomically
@@ -29,9 +30,25 @@ from chronolake.joins.versions import forward_newer_versions
 from chronolake.lake import LakeBackend, backend_for
 from chronolake.lake.layout import CATALOG_ROOT, output_path
 from chronolake.lake.reader import latest_per_key
+from chronolake.lake.tables import stored_schema
 from chronolake.relations import changelog_dataframe, relation_dataframe
+from chronolake.runtime.removal import (
+    RemovedData,
+    has_view_data,
+    removal_lock,
+    remove_view_data,
+)
 from chronolake.schema import ChangelogMode, TableSpec, ViewSpec
-from chronolake.sql.ddl import QueryStatement, parse_statements
+from chronolake.schema.type_compat import check_stored_types
+from chronolake.sql._existing import (
+    Kind,
+    readers_error,
+    readers_of,
+    taken_error,
+    unknown_error,
+    wrong_kind_error,
+)
+from chronolake.sql.ddl import DropStatement, QueryStatement, Statement, parse_statements
 from chronolake.sql.query import referenced_tables, temporal_joins, to_spark
 from chronolake.sql.temporal import TemporalJoinPlan, TimeMode, plan_temporal_join
 from chronolake.sql.view_kinds import (
@@ -42,6 +59,7 @@ from chronolake.sql.view_kinds import (
 )
 
 Spec = TableSpec | ViewSpec
+_ENTRY, _DROPPING = ".json", ".dropping"  # a registration; one a drop is removing
 
 
 class CatalogEntry(BaseModel):
@@ -59,6 +77,35 @@ class CatalogEntry(BaseModel):
         spec = self.table if self.kind == "table" else self.view
         assert spec is not None
         return spec
+
+
+class Dropped(BaseModel):
+    """What `Catalog.drop` removed: a registration, and for a view chronolake's data of it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    kind: Kind | None = Field(None, description="None for a registration that no longer loads.")
+    existed: bool = Field(True, description="False: IF EXISTS found nothing to drop.")
+    removed: RemovedData = Field(default_factory=RemovedData)
+    replaced_by: Spec | None = Field(
+        None, description="What CREATE OR REPLACE registered in its place."
+    )
+
+    def describe(self) -> str:
+        """One line for a person: what went, and what stayed."""
+        what = self.kind or ("registration" if self.existed else "table or view")
+        verb = "replaced" if self.replaced_by else "dropped"
+        if not self.existed:
+            return (f"registered {what} {self.name}" if self.replaced_by else
+                    f"{what} {self.name} does not exist: nothing dropped")
+        if self.kind == "table":
+            return f"{verb} table {self.name} (its Delta table is untouched)"
+        data = self.removed.describe()
+        if not data:
+            return f"{verb} {what} {self.name} (it had never run: no data to remove)"
+        after = "; its next run starts from scratch" if self.replaced_by else ""
+        return f"{verb} {what} {self.name}: {data} removed{after}"
 
 
 class Catalog:
@@ -106,46 +153,99 @@ class Catalog:
             )
         return results[0][1]
 
-    def run_script(self, script: str) -> Iterator[tuple[str, Spec | DataFrame]]:
-        """Run a script's statements in order, yielding (statement text, result) for each.
+    def run_script(self, script: str) -> Iterator[tuple[str, Spec | Dropped | DataFrame]]:
+        """Run a script's statements in order, yielding (statement text, result) for each:
+        the spec registered, what a DROP removed, or a query's rows.
 
-        The whole script is parsed first, so a syntax error anywhere changes nothing.
+        The whole script is checked first, so an error anywhere (a syntax error, an unknown
+        name, a DROP of a table views read) changes nothing.
         """
-        statements = parse_statements(script, catalog=self.specs())
-        for statement in statements:
+        for statement in self._parse(script):
             if isinstance(statement, QueryStatement):
                 yield statement.sql, self.sql(statement.sql)
+            elif isinstance(statement, DropStatement):
+                yield statement.name, self._drop_statement(statement)
             else:
-                self.register(statement)
-                yield statement.name, statement
+                yield statement.name, self.register(statement)
 
     def declare(self, script: str) -> list[Spec]:
-        """Register every table and view of a DDL script (no Spark needed); queries are refused."""
-        statements = parse_statements(script, catalog=self.specs())
+        """Apply a DDL script's CREATE and DROP statements (no Spark needed) and return the
+        specs registered; queries are refused."""
+        statements = self._parse(script)
         queries = [s.sql for s in statements if isinstance(s, QueryStatement)]
         if queries:
             raise DefinitionError(
-                f"declare() takes CREATE TABLE / VIEW only, got a query: {queries[0][:60]!r}; "
-                "run queries with sql()"
+                f"declare() takes CREATE / DROP TABLE / VIEW only, got a query: "
+                f"{queries[0][:60]!r}; run queries with sql()"
             )
-        return [self.register(spec) for spec in statements if not isinstance(spec, QueryStatement)]
+        registered = []
+        for statement in statements:
+            if isinstance(statement, DropStatement):
+                replaced_by = self._drop_statement(statement).replaced_by
+                registered += [replaced_by] if replaced_by else []
+            elif not isinstance(statement, QueryStatement):
+                registered.append(self.register(statement))
+        return registered
 
-    def register(self, spec: Spec, *, statement_text: str | None = None) -> Spec:
-        """Register (or replace) a table or view spec built in Python or parsed from DDL."""
+    def register(
+        self, spec: Spec, *, replace: bool = False, statement_text: str | None = None
+    ) -> Spec:
+        """Register a table or view spec built in Python or parsed from DDL.
+
+        A name registered already with the same spec is left as it is (declaring again is
+        a no-op). With another spec (or a registration that no longer loads) it is refused,
+        unless `replace`: then the old one is dropped first (`drop`: refused while other
+        views read it; a view's output, late rows and state are removed, so its next run
+        starts from scratch). A name registered anew never inherits data a crashed drop
+        of the same name left behind.
+        """
+        kind: Kind = "table" if isinstance(spec, TableSpec) else "view"
+        if isinstance(spec, TableSpec):
+            self._check_stored_types(spec)
+        path = self._entry_file(spec.name)
+        if path.exists():
+            current = _loaded(path)
+            if current is not None and current.spec == spec:
+                return spec
+            if not replace:
+                raise taken_error(spec.name, current.kind if current else None, kind)
+            self.drop(spec.name, kind=kind)
+        elif self._pending_file(spec.name).exists() or has_view_data(self.root, spec.name):
+            self._finish_drop(spec.name, f"register {kind} {spec.name!r}")
         entry = CatalogEntry(
-            kind="table" if isinstance(spec, TableSpec) else "view",
+            kind=kind,
             table=spec if isinstance(spec, TableSpec) else None,
             view=spec if isinstance(spec, ViewSpec) else None,
             statement=statement_text,
         )
-        path = self._dir / f"{spec.name.lower()}.json"
         write_text_atomically(path, entry.model_dump_json(indent=2))
         return spec
 
-    def drop(self, name: str) -> None:
-        """Forget a table or view (its Delta data stays where it is)."""
-        path = self._entry_path(name)
-        path.unlink()
+    def drop(self, name: str, *, kind: Kind | None = None, if_exists: bool = False) -> Dropped:
+        """Forget table or view `name`; for a view, delete chronolake's data of it too.
+
+        Dropping a table never touches its Delta data (the user's source). Dropping a
+        view removes its output table, late rows, state and checkpoints (`Dropped` says
+        what, with the output's row count), under the view's run lock, so never during
+        a run. `kind` ("table" / "view") refuses a name of the other kind; `if_exists`
+        makes an absent name a no-op. Refused, naming them, while other views read
+        `name`. Works from the stored JSON alone, so a registration that no longer loads
+        can always be dropped; a drop a crash interrupted is finished by dropping again.
+        """
+        path, pending = self._entry_file(name), self._pending_file(name)
+        if not path.exists() and not pending.exists():
+            if if_exists:
+                return Dropped(name=name, kind=kind, existed=False)
+            raise unknown_error(name, kind, self._registered_names())
+        actual, shown = _kind_and_name(_raw_entry(path if path.exists() else pending), name)
+        if kind is not None and actual is not None and actual != kind:
+            raise wrong_kind_error(shown, actual, f"DROP {kind.upper()}")
+        if path.exists():
+            readers = readers_of(name, self._stored_queries())
+            if readers:
+                raise readers_error(shown, actual or kind or "view", readers)
+        action = f"drop {actual or 'registration'} {shown!r}"
+        return Dropped(name=shown, kind=actual, removed=self._finish_drop(name, action))
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -303,15 +403,80 @@ class Catalog:
             frame = relation_dataframe(self.spark, self.backend, spec, self.root)
             frame.createOrReplaceTempView(name)
 
+    def _drop_statement(self, statement: DropStatement) -> Dropped:
+        """A DROP; for a replacement, the drop and then the new definition registered."""
+        dropped = self.drop(statement.name, kind=statement.kind, if_exists=statement.if_exists)
+        if statement.replaced_by is None:
+            return dropped
+        self.register(statement.replaced_by)
+        return dropped.model_copy(update={"replaced_by": statement.replaced_by})
+
+    def _finish_drop(self, name: str, action: str) -> RemovedData:
+        """Unregister `name` and remove its data, in an order a crash cannot spoil: the entry
+        is renamed aside first (the name is then free, and nothing can run it), the data
+        goes, the renamed entry last; `drop` or `register` of the name finishes the job."""
+        path, pending = self._entry_file(name), self._pending_file(name)
+        with removal_lock(self.root, name, action):
+            if path.exists():
+                os.replace(path, pending)
+            removed = remove_view_data(self.root, name)
+            pending.unlink(missing_ok=True)
+        return removed
+
+    def _parse(self, script: str) -> list[Statement]:
+        """A script's statements, checked against the registrations that load; those that do
+        not (and drops a crash interrupted) may only be dropped."""
+        specs: dict[str, Spec] = {}
+        unloaded = [path.stem for path in self._dir.glob(f"*{_DROPPING}")]
+        for path in self._dir.glob(f"*{_ENTRY}"):
+            entry = _loaded(path)
+            if entry is None:
+                unloaded.append(path.stem)
+            else:
+                specs[path.stem] = entry.spec
+        statements = parse_statements(script, catalog=specs, droppable=unloaded)
+        for statement in statements:  # a replacement's too: it must not drop, then fail
+            table = statement.replaced_by if isinstance(statement, DropStatement) else statement
+            if isinstance(table, TableSpec):
+                self._check_stored_types(table)
+        return statements
+
+    def _check_stored_types(self, spec: TableSpec) -> None:
+        """Refuse declared types that would change the values an existing Delta table holds
+        (`chronolake.schema.type_compat`); a table with no data yet may declare any."""
+        stored = stored_schema(self.table_path(spec))
+        if stored is not None:
+            check_stored_types(spec, stored)
+
+    def _stored_queries(self) -> dict[str, str]:
+        """Every registered view's query, from the stored JSON (no spec validation)."""
+        queries = {}
+        for path in self._dir.glob(f"*{_ENTRY}"):
+            raw = _raw_entry(path)
+            view = raw.get("view") if raw.get("kind") == "view" else None
+            query = view.get("query") if isinstance(view, dict) else None
+            if isinstance(query, str):
+                queries[path.stem] = query
+        return queries
+
+    def _registered_names(self) -> list[str]:
+        return sorted(path.stem for path in self._dir.glob(f"*{_ENTRY}"))
+
+    def _entry_file(self, name: str) -> Path:
+        return self._dir / f"{name.lower()}{_ENTRY}"
+
+    def _pending_file(self, name: str) -> Path:
+        return self._dir / f"{name.lower()}{_DROPPING}"
+
     def _entry_path(self, name: str) -> Path:
-        path = self._dir / f"{name.lower()}.json"
+        path = self._entry_file(name)
         if not path.exists():
             known = ", ".join(self.names()) or "none"
             raise DefinitionError(f"unknown table or view {name!r}; registered: {known}")
         return path
 
     def _entry(self, name: str) -> CatalogEntry:
-        return CatalogEntry.model_validate_json(self._entry_path(name).read_text())
+        return _load(self._entry_path(name))
 
     def specs(self) -> dict[str, Spec]:
         """Every registered spec by (lower-case) name."""
@@ -323,8 +488,49 @@ def load_entries(root: str | os.PathLike[str]) -> dict[str, CatalogEntry]:
     directory = Path(root) / CATALOG_ROOT
     if not directory.exists():
         return {}
-    return {
-        path.stem: CatalogEntry.model_validate_json(path.read_text())
-        for path in sorted(directory.glob("*.json"))
-    }
+    return {path.stem: _load(path) for path in sorted(directory.glob(f"*{_ENTRY}"))}
+
+
+def _load(path: Path) -> CatalogEntry:
+    """The entry stored at `path`; a `DefinitionError` saying how to remove it when it no
+    longer loads (written by another chronolake version, or edited by hand)."""
+    try:
+        return CatalogEntry.model_validate_json(path.read_text())
+    except ValidationError as error:
+        kind = _raw_entry(path).get("kind")
+        keyword = kind.upper() if kind in ("table", "view") else "VIEW (or TABLE)"
+        first = str(error).splitlines()[1:3]
+        msg = (
+            f"the registration of {path.stem!r} ({path}) no longer loads: "
+            f"{'; '.join(line.strip() for line in first)}; drop it with DROP {keyword} "
+            f"{path.stem} (a broken registration can always be dropped) and declare it again"
+        )
+        raise DefinitionError(msg) from None
+
+
+def _loaded(path: Path) -> CatalogEntry | None:
+    """The entry at `path`, or None when it no longer loads."""
+    try:
+        return CatalogEntry.model_validate_json(path.read_text())
+    except ValidationError:
+        return None
+
+
+def _kind_and_name(raw: dict[str, object], name: str) -> tuple[Kind | None, str]:
+    """What a stored entry is and its name as declared, as far as its JSON still says."""
+    kind = raw.get("kind")
+    if kind != "table" and kind != "view":
+        return None, name
+    spec = raw.get(kind)
+    declared = spec.get("name") if isinstance(spec, dict) else None
+    return kind, declared if isinstance(declared, str) else name
+
+
+def _raw_entry(path: Path) -> dict[str, object]:
+    """The stored JSON of an entry as it is ({} when it is not a JSON object)."""
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
 

@@ -1,21 +1,115 @@
-"""The `chronolake` command: run SQL scripts against a lake, build and run the demo platform."""
+"""The `chronolake` command: run SQL scripts against a lake, build, feed and run the demo
+platform, and show where every view stands.
+
+Errors end a command with exit code 1 and a few lines: chronolake's own as they are, an
+error Spark raises as one line (`chronolake.spark_errors`) with its full text in a log file
+under `<lake>/_chronolake/logs/` (or on the console with `--verbose`). Ctrl-C ends any
+command with exit code 130 and one line saying what the lake holds.
+"""
 
 from __future__ import annotations
 
+import difflib
+import logging
+import os
 import sys
+import tempfile
+import traceback
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from chronolake.errors import ChronolakeError
+from chronolake.errors import ChronolakeError, SourceError
+from chronolake.lake.layout import LOGS_ROOT, SYSTEM_ROOT, holds_lake
 from chronolake.runtime.source_checks import OverwritePolicy
 
+KEPT_LOGS = 20
+"""Spark error logs kept per lake; older ones are removed when a new one is written."""
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+@dataclass
+class _Step:
+    """What the running command is doing: named when Spark fails or the user interrupts."""
+
+    lake: Path | None = None
+    verbose: bool = False
+    doing: str = "the command"
+    interrupted: str = "interrupted; the lake is as it was before this command"
+
+
+def _step() -> _Step:
+    """The running command's step (one per process: click's `meta` is shared by contexts)."""
+    meta = click.get_current_context().meta
+    return meta.setdefault("chronolake.step", _Step())
+
+
+class _Commands(click.Group):
+    """chronolake's commands: "did you mean" for a mistyped one, and the one error boundary."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=1)
+            if close:
+                ctx.fail(f"No such command {name!r}. Did you mean {close[0]!r}?")
+        return super().resolve_command(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except click.exceptions.Exit:
+            raise
+        except BaseException as error:
+            if _interrupted(error):
+                click.echo(_step().interrupted, err=True)
+                ctx.exit(130)
+            if isinstance(error, ChronolakeError):
+                click.echo(f"error: {error}", err=True)
+                ctx.exit(1)
+            from chronolake.spark_errors import is_spark_error
+
+            if not is_spark_error(error):
+                raise  # a bug: its traceback is what a report needs
+            _report_spark_error(error, _step())
+            ctx.exit(1)
+
+
+def _interrupted(error: BaseException | None) -> bool:
+    """Whether `error` is Ctrl-C (Python's, or Dagster's inside a run) or was raised while
+    one was being handled (cleanup code can fail on a Spark call the interrupt cut off)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt) or (
+            type(error).__name__ == "DagsterExecutionInterruptedError"
+        ):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(
+    package_name="chronolake", prog_name="chronolake", message="%(prog)s %(version)s"
+)
 def main() -> None:
     """chronolake: Flink-grade time semantics for PySpark + Delta Lake, run by Dagster."""
+
+
+VERBOSE_OPTION = click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="When Spark fails, print its full error (plan and stack) too, not only its summary "
+    "and the log file holding it.",
+)
 
 
 @main.command()
@@ -24,7 +118,7 @@ def main() -> None:
     type=click.Path(file_okay=False, path_type=Path),
     required=True,
     help="Lake root folder: table paths in DDL are relative to it; the catalog lives in its "
-    "_chronolake/ folder.",
+    "_chronolake/ folder. A script that declares tables may start a new lake here.",
 )
 @click.option(
     "-f",
@@ -44,23 +138,59 @@ def main() -> None:
     help="How query rows are printed: a table for people, or one JSON object per row "
     "(timestamps as 'YYYY-MM-DD HH:MM:SS[.fff]', decimals as strings).",
 )
-def sql(lake: Path, script: click.utils.LazyFile, output_format: str) -> None:
+@VERBOSE_OPTION
+def sql(lake: Path, script: click.utils.LazyFile, output_format: str, verbose: bool) -> None:
     """Run a SQL script against a lake and print each query's rows."""
     from pyspark.sql import DataFrame
+    from sqlglot import exp
 
-    from chronolake.catalog import Catalog
+    from chronolake.catalog import Catalog, Dropped
+    from chronolake.dialect import Flink, parse_flink
     from chronolake.output import print_jsonl, print_table
+    from chronolake.schema import TableSpec
 
-    try:
-        catalog = Catalog(lake)
-        for statement, result in catalog.run_script(script.read()):
-            if isinstance(result, DataFrame):
-                (print_jsonl if output_format == "jsonl" else print_table)(result)
-            else:
-                click.echo(f"-- registered {type(result).__name__} {statement}", err=True)
-    except ChronolakeError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(1)
+    step = _step()
+    step.lake, step.verbose = lake, verbose
+    _quiet_spark_logs()
+    text = script.read()
+    statements = parse_flink(text, what="SQL script")
+    if not holds_lake(lake) and not any(isinstance(s, exp.Create) for s in statements):
+        msg = (
+            f"no lake at {lake}: it holds no chronolake catalog ({SYSTEM_ROOT}/) and no Delta "
+            "table, and this script declares none; check --lake, or start a lake there with a "
+            "script that declares its tables (CREATE TABLE ... WITH ('path' = ...))"
+        )
+        raise SourceError(msg)
+    source = "standard input" if script.name in ("-", "<stdin>") else script.name
+    results = Catalog(lake).run_script(text)
+    for number, node in enumerate(statements, start=1):
+        shown = _shorten(node.sql(dialect=Flink, comments=False))
+        step.doing = f"statement {number} of {source} ({shown})"
+        step.interrupted = (
+            f"interrupted at statement {number} of {source}; the statements before it took "
+            "effect, nothing is half-written"
+            if number > 1 else _Step.interrupted
+        )
+        item = next(results, None)
+        if item is None:
+            break
+        statement, result = item
+        if isinstance(result, DataFrame):
+            (print_jsonl if output_format == "jsonl" else print_table)(result)
+        elif isinstance(result, Dropped):
+            click.echo(f"-- {result.describe()}", err=True)
+        else:
+            what = "table" if isinstance(result, TableSpec) else "view"
+            click.echo(f"-- registered {what} {statement}", err=True)
+
+
+LAKE_OPTION = click.option(
+    "--lake",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=Path("demo-lake"),
+    show_default=True,
+    help="Lake root folder: the Delta tables, and chronolake's catalog and state in _chronolake/.",
+)
 
 
 @main.command()
@@ -81,21 +211,51 @@ def demo(project: Path, lake: Path | None) -> None:
     """Build the demo lake and materialize the reference platform once, through Dagster."""
     from chronolake.demo_run import run_demo
 
-    try:
-        run_demo(project.resolve(), (lake or project / "demo-lake").resolve())
-    except ChronolakeError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(1)
+    lake = (lake or project / "demo-lake").resolve()
+    step = _step()
+    step.lake, step.doing = lake, "building the demo"
+    step.interrupted = (
+        f"interrupted; the demo lake at {lake} may be partly built: run `chronolake demo` again "
+        "to build it afresh"
+    )
+    run_demo(project.resolve(), lake)
 
 
-
-LAKE_OPTION = click.option(
-    "--lake",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    default=Path("demo-lake"),
-    show_default=True,
-    help="Lake root folder: the Delta tables, and chronolake's catalog and state in _chronolake/.",
+@main.command()
+@LAKE_OPTION
+@click.option(
+    "--seed",
+    type=int,
+    default=None,
+    help="Seed of the new data's random choices (default: the orders table's version, so a "
+    "tour feeds the same orders every time).",
 )
+def feed(lake: Path, seed: int | None) -> None:
+    """Feed the demo lake new data: new orders, a correction, a cancellation, a rate change.
+
+    Then `chronolake run` a view (or materialize it in Dagster) to see them go through.
+    """
+    from deltalake import DeltaTable
+
+    from chronolake.demo import feed_demo_lake
+    from chronolake.output import print_feed
+
+    step = _step()
+    step.lake, step.doing = lake, "feeding the demo lake"
+    step.interrupted = (
+        "interrupted; the demo lake may have part of this feed (each change is a whole Delta "
+        "commit): run `chronolake feed` again for more"
+    )
+    tables = {name: lake / name for name in ("orders", "rates")}
+    if not all(DeltaTable.is_deltatable(str(path)) for path in tables.values()):
+        msg = (
+            f"no demo lake at {lake}: expected the Delta tables orders/ and rates/ there; build "
+            f"it with `chronolake demo --lake {lake}`, or pass the demo lake's --lake"
+        )
+        raise SourceError(msg)
+    before = {name: DeltaTable(str(path)).version() for name, path in tables.items()}
+    after = feed_demo_lake(lake, seed=before["orders"] if seed is None else seed)
+    print_feed(tables, before, after)
 
 
 @main.command()
@@ -121,8 +281,10 @@ LAKE_OPTION = click.option(
     help="First run the derived tables TABLE reads (directly or through views) that have new "
     "commits in their inputs, in dependency order.",
 )
+@VERBOSE_OPTION
 def run(
-    table: str, lake: Path, full_refresh: bool, on_source_overwrite: str, with_upstream: bool
+    table: str, lake: Path, full_refresh: bool, on_source_overwrite: str, with_upstream: bool,
+    verbose: bool,
 ) -> None:
     """Bring the view TABLE up to date: read new commits, emit, commit exactly once."""
     from chronolake.catalog import Catalog
@@ -130,48 +292,122 @@ def run(
     from chronolake.runtime.chain import behind, upstream_derived
     from chronolake.runtime.views import materialize_view
 
+    step = _step()
+    step.lake, step.verbose, step.doing = lake, verbose, f"checking the inputs of {table}"
+    _quiet_spark_logs()
+    _require_lake(lake)
     policy = OverwritePolicy(on_source_overwrite)
-    try:
-        catalog = Catalog(lake)
-        late = behind(catalog, upstream_derived(catalog, table))
-        if late and not with_upstream:
-            click.echo(
-                f"note: {', '.join(late)} (read by {table}) have new commits in their inputs "
-                f"that they have not run on yet; {table} reads what they have committed: run "
-                "them first, or pass --with-upstream",
-                err=True,
+    catalog = Catalog(lake)
+    late = behind(catalog, upstream_derived(catalog, table))
+    if late and not with_upstream:
+        click.echo(
+            f"note: {', '.join(late)} (read by {table}) have new commits in their inputs "
+            f"that they have not run on yet; {table} reads what they have committed: run "
+            "them first, or pass --with-upstream",
+            err=True,
+        )
+    done: list[str] = []
+    for name in (late if with_upstream else []) + [table]:
+        step.doing = f"the run of {name}"
+        step.interrupted = (
+            f"interrupted; the run of {name} did not finish, and its next run completes it "
+            "exactly once (nothing lost, nothing written twice)"
+            + (f"; {', '.join(done)} ran to the end" if done else "")
+        )
+        with _spinner(f"running {name}"):
+            result = materialize_view(
+                catalog, name, full_refresh=full_refresh and name == table,
+                on_source_overwrite=policy,
             )
-        for name in (late if with_upstream else []) + [table]:
-            with _spinner(f"running {name}"):
-                result = materialize_view(
-                    catalog, name, full_refresh=full_refresh and name == table,
-                    on_source_overwrite=policy,
-                )
-            print_run(result)
-    except ChronolakeError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(1)
+        print_run(result)
+        done.append(name)
 
 
 @main.command()
 @LAKE_OPTION
-def status(lake: Path) -> None:
-    """Show every table and view: kind, rowtime, watermark, pending rows, last run."""
-    from chronolake.output import print_status
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="A table for people (fits 80 columns), or one JSON object per table and view, one "
+    "per line (times in ISO 8601, UTC).",
+)
+def status(lake: Path, output_format: str) -> None:
+    """Show every table and view: kind, rowtime, watermark, pending rows, last run and, when
+    it failed, its error."""
+    from chronolake.output import print_status, print_status_json
     from chronolake.status import lake_status
 
-    try:
-        print_status(lake_status(lake))
-    except ChronolakeError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(1)
+    _step().lake = lake
+    _require_lake(lake)
+    rows = lake_status(lake)
+    (print_status_json if output_format == "json" else print_status)(rows)
 
 
-def _spinner(description: str) -> Progress:
-    """A spinner with elapsed time on standard error, for work that takes a while."""
+def _require_lake(lake: Path) -> None:
+    if not holds_lake(lake):
+        msg = (
+            f"no lake at {lake}: it holds no chronolake catalog ({SYSTEM_ROOT}/) and no Delta "
+            "table; check --lake (`chronolake sql --lake PATH -f ddl.sql` starts a lake)"
+        )
+        raise SourceError(msg)
+
+
+def _report_spark_error(error: BaseException, step: _Step) -> None:
+    """Spark's error in a line, its full text in a log file (and with --verbose, here)."""
+    from chronolake.spark_errors import spark_error_line
+
+    full = "".join(traceback.format_exception(error))
+    log = _write_log(step.lake, f"{' '.join(sys.argv)}\n{step.doing} failed\n\n{full}")
+    if step.verbose:
+        click.echo(full, err=True)
+    click.echo(f"error: Spark failed in {step.doing}:\n  {spark_error_line(error)}", err=True)
+    hint = "" if step.verbose else " (or rerun with --verbose)"
+    click.echo(f"  Spark's full error: {log}{hint}", err=True)
+
+
+def _write_log(lake: Path | None, text: str) -> Path:
+    """Write a log under the lake's `_chronolake/logs/` (a temporary folder when there is no
+    lake, so that a failure creates no lake), keeping the newest `KEPT_LOGS`."""
+    if lake is not None and (lake / SYSTEM_ROOT).is_dir():
+        directory = lake / LOGS_ROOT
+    else:
+        directory = Path(tempfile.gettempdir()) / "chronolake-logs"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{os.getpid()}.log"
+    path.write_text(text)
+    for old in sorted(directory.glob("*.log"))[:-KEPT_LOGS]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def _quiet_spark_logs() -> None:
+    """Leave errors and Ctrl-C to the CLI's few lines: PySpark logs every analysis error it
+    raises as a JSON line on stderr, and py4j logs each call a Ctrl-C interrupts (PySpark's
+    SIGINT handler makes one more) on the root logger, with a traceback."""
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).disabled = True
+    logging.getLogger().addFilter(lambda record: "py4j" not in Path(record.pathname).parts)
+
+
+def _shorten(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _spinner(description: str) -> AbstractContextManager[object]:
+    """A spinner with elapsed time on standard error when it is a terminal (elsewhere it
+    would leave an empty line), for work that takes a while."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        return nullcontext()
     progress = Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True,
+        console=console, transient=True,
     )
     progress.add_task(description, total=None)
     return progress

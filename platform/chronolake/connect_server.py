@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyspark
 
-from chronolake._spark import local_spark_conf
+from chronolake._spark import local_spark_conf, pass_on_stderr
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
@@ -96,10 +96,18 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
 
 
 def main() -> None:
-    """Run a server in the foreground on the port given (else `DEFAULT_PORT`)."""
+    """Run a server in the foreground on the port given (else `DEFAULT_PORT`), its stderr
+    passed on without the JVM's notices (`chronolake._spark.JVM_NOTICES`)."""
     port = int(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_PORT
-    command = server_command(port)
-    os.execve(command[0], command, server_environment())
+    server = subprocess.Popen(
+        server_command(port), stderr=subprocess.PIPE, env=server_environment()
+    )
+    # Ctrl-C reaches the server from the terminal; a TERM sent to this process is passed on.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: server.terminate())
+    pass_on_stderr(server.stderr)
+    code = server.wait()
+    sys.exit(128 - code if code < 0 else code)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import shutil
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
@@ -26,6 +27,7 @@ CURRENCIES = ("USD", "EUR", "JPY", "GBP", "CHF")
 ORDER_COMMITS = 4
 ORDERS_PER_COMMIT = 500
 CDF_ON = {"delta.enableChangeDataFeed": "true"}
+T = TypeVar("T")
 
 ORDERS_SCHEMA = pa.schema(
     [
@@ -77,9 +79,10 @@ def cancel_orders(path: Path, order_ids: list[int]) -> None:
 
 
 def append_orders(path: Path, *, rng: random.Random, first_id: int, count: int,
-                  start: datetime) -> None:
-    """Append one commit of orders spread over 15 minutes from `start`, a few out of order."""
-    times = sorted(start + timedelta(milliseconds=rng.randrange(900_000)) for _ in range(count))
+                  start: datetime, span: timedelta = timedelta(minutes=15)) -> None:
+    """Append one commit of orders spread over `span` from `start`, a few out of order."""
+    span_ms = max(int(span.total_seconds() * 1000), 1)
+    times = sorted(start + timedelta(milliseconds=rng.randrange(span_ms)) for _ in range(count))
     for index in rng.sample(range(count), k=count // 50):  # a few stragglers arrive late
         times[index] -= timedelta(milliseconds=rng.randrange(5_000, 120_000))
     rows = pa.table(
@@ -137,12 +140,17 @@ def change_rate(table: DeltaTable, currency: str, rate: str, at: datetime) -> No
 
 def feed_demo_lake(root: Path, *, seed: int) -> dict[str, int]:
     """Append a commit of new orders, correct one of them, cancel another and change one
-    rate: something new for the runs to see, updates and deletes included."""
+    rate: something new for the runs to see, updates and deletes included.
+
+    As a live system would: the new orders happened since the latest order (at most the last
+    15 minutes), so the watermark moves on and only a few stragglers arrive behind it.
+    """
     rng = random.Random(seed)
     next_id = _next_order_id(root / "orders")
     now = datetime.now(tz=UTC).replace(tzinfo=None, microsecond=0)
+    start = max(_latest_order_time(root / "orders"), now - timedelta(minutes=15))
     append_orders(root / "orders", rng=rng, first_id=next_id, count=100,
-                  start=now - timedelta(minutes=15))
+                  start=start, span=now - start)
     correct_orders(root / "orders", [next_id + rng.randrange(50)], percent=rng.randrange(5, 30))
     cancel_orders(root / "orders", [next_id + 50 + rng.randrange(50)])
     currency = rng.choice(("USD", "EUR", "JPY", "CHF"))
@@ -154,8 +162,16 @@ def feed_demo_lake(root: Path, *, seed: int) -> dict[str, int]:
 
 
 def _next_order_id(path: Path) -> int:
-    """One past the largest order id, from the files' statistics (cancelled orders leave
-    gaps, so not the row count)."""
+    """One past the largest order id (cancelled orders leave gaps, so not the row count)."""
+    return _largest(path, "order_id", default=-1) + 1
+
+
+def _latest_order_time(path: Path) -> datetime:
+    return _largest(path, "order_time", default=DEMO_START)
+
+
+def _largest(path: Path, column: str, *, default: T) -> T:
+    """A column's largest value, from the data files' statistics (no scan)."""
     actions = pa.table(DeltaTable(path).get_add_actions(flatten=True))
-    largest = max((m for m in actions["max.order_id"].to_pylist() if m is not None), default=-1)
-    return largest + 1
+    values = [m for m in actions[f"max.{column}"].to_pylist() if m is not None]
+    return max(values, default=default)

@@ -14,15 +14,16 @@ from dagster import (
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from chronolake.dagster_home import DAGSTER_HOME, write_instance_settings
 from chronolake.demo import build_demo_lake
 from chronolake.errors import DefinitionError
 
-DAGSTER_HOME = ".dagster-home"
 DEMO_JOBS = ("observe_sources", "refresh_views")
 
 
-_QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-"""Dagster's step-by-step events stay in the run's page, not in the demo's terminal."""
+_QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+"""Dagster's step events stay in the run's page; a failure reaches the terminal as the error
+the demo raises, in a few lines."""
 
 
 def load_platform(project: Path, lake: Path) -> Definitions:
@@ -41,6 +42,8 @@ def run_demo(project: Path, lake: Path) -> None:
     """Build the demo lake under `lake`; materialize every asset, recorded in `.dagster-home/`."""
     console = Console(stderr=True)
     home = Path(os.environ.setdefault("DAGSTER_HOME", str(project / DAGSTER_HOME)))
+    if home == project / DAGSTER_HOME or not home.exists():  # ours, not a user's instance
+        write_instance_settings(home)
     home.mkdir(parents=True, exist_ok=True)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     with Progress(*columns, console=console) as progress:
@@ -60,6 +63,7 @@ def run_demo(project: Path, lake: Path) -> None:
     console.print(f"demo lake at [bold]{lake}[/] (Delta versions: {versions})")
     console.print(
         f"materialized {materialized} assets; "
-        f"see them with: DAGSTER_HOME={home} .venv/bin/dagster dev -w workspace.yaml"
+        f"see them with: DAGSTER_HOME={home} .venv/bin/dagster dev -w workspace.yaml",
+        soft_wrap=True,  # a command to copy: one line whatever the terminal's width
     )
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
+from deltalake import DeltaTable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, TimestampNTZType, TimestampType
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from chronolake.runtime.result import RunResult
@@ -61,16 +65,66 @@ def print_run(result: RunResult) -> None:
 
 
 def print_status(rows: list[TableStatus]) -> None:
-    """`chronolake status` as a table."""
-    table = Table("name", "what", "kind", "rowtime", "watermark", "pending", "last run")
+    """`chronolake status` for people: full names, times on two lines so that the table fits
+    80 columns; the error of each view whose last run failed, below the table."""
+    console = Console()
+    table = Table(box=box.SIMPLE_HEAD, padding=0, show_edge=False)
+    for header in ("name", "kind", "rowtime", "watermark", "pending", "last run"):
+        justify = "right" if header == "pending" else "left"
+        table.add_column(header, overflow="fold", justify=justify)
     for row in rows:
-        last = "" if row.last_run_at is None else f"#{row.last_run} at {row.last_run_at:%H:%M:%S}"
+        last = "" if row.last_run is None else f"{_time(row.last_run_at)} #{row.last_run}"
+        if row.last_error is not None:
+            last = f"{last}\n[red]failed[/]".lstrip()
         table.add_row(
-            row.name, row.what, row.kind, row.rowtime or "",
-            "" if row.watermark is None else f"{row.watermark:%Y-%m-%d %H:%M:%S.%f}"[:-3],
+            row.name, f"{row.kind}\n{row.what}", row.rowtime or "", _time(row.watermark, ms=True),
             "" if row.pending_rows is None else str(row.pending_rows), last,
         )
-    Console().print(table)
+    console.print(table)
+    for row in rows:
+        if row.last_error is not None:
+            console.print(
+                f"[red]{row.name}[/]: last run failed at {_time(row.last_error_at, sep=' ')} "
+                f"UTC: {escape(row.last_error)}", highlight=False,
+            )
+
+
+def print_status_json(rows: list[TableStatus]) -> None:
+    """`chronolake status --format json`: one JSON object per table, one per line."""
+    for row in rows:
+        print(row.model_dump_json())
+
+
+def print_feed(tables: dict[str, Path], before: dict[str, int], after: dict[str, int]) -> None:
+    """What `chronolake feed` added to each table: its rows appended, updated and deleted,
+    and its new Delta versions, read from the Delta log."""
+    for name, path in tables.items():
+        if after[name] == before[name]:
+            print(f"{name}: nothing new")
+            continue
+        counts = dict.fromkeys(_ROW_METRICS.values(), 0)
+        for commit in DeltaTable(str(path)).history(limit=after[name] - before[name]):
+            for metric, what in _ROW_METRICS.items():
+                counts[what] += int(commit.get("operationMetrics", {}).get(metric, 0))
+        changes = ", ".join(f"{what} {count}" for what, count in counts.items() if count)
+        first, last = before[name] + 1, after[name]
+        versions = f"version {last}" if first == last else f"versions {first}-{last}"
+        print(f"{name}: rows {changes or 'unchanged'} (Delta {versions})")
+
+
+_ROW_METRICS = {
+    "num_added_rows": "appended",
+    "num_updated_rows": "updated",
+    "num_deleted_rows": "deleted",
+}
+
+
+def _time(at: datetime | None, *, ms: bool = False, sep: str = "\n") -> str:
+    """A UTC time as date and time of day (on two lines by default), '' for none."""
+    if at is None:
+        return ""
+    text = f"{at:%Y-%m-%d}{sep}{at:%H:%M:%S.%f}"
+    return text[:-3] if ms else text[:-7]
 
 
 def _instant(epoch_ms: int) -> str:

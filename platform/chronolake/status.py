@@ -1,4 +1,5 @@
-"""What a lake holds and where each derived table stands, read from the catalog and checkpoints."""
+"""What a lake holds and where each view stands, read from the catalog, checkpoints and Delta
+logs (no Spark)."""
 
 from __future__ import annotations
 
@@ -6,53 +7,71 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from deltalake import DeltaTable
+from pydantic import BaseModel, ConfigDict, Field
 
 from chronolake.catalog import load_entries
-from chronolake.lake.layout import STATE_ROOT, output_path
-from chronolake.lake.stamps import latest_recorded_watermark
+from chronolake.lake.layout import output_path, state_path
+from chronolake.lake.stamps import stamped_watermark
 from chronolake.runtime.checkpoint import CheckpointStore
+from chronolake.runtime.last_error import last_failure
 
 
 class TableStatus(BaseModel):
-    """One row of `chronolake status`."""
+    """One table or view of `chronolake status`."""
 
     model_config = ConfigDict(frozen=True)
 
     name: str
-    what: str
-    kind: str
-    rowtime: str | None
-    watermark: datetime | None = None
-    pending_rows: int | None = None
-    last_run: int | None = None
-    last_run_at: datetime | None = None
+    what: str = Field(..., description="table or view.")
+    kind: str = Field(..., description="versioned or regular.")
+    rowtime: str | None = Field(..., description="The time attribute, if any.")
+    watermark: datetime | None = Field(None, description="The output watermark (UTC).")
+    pending_rows: int | None = Field(None, description="Rows held for a later watermark.")
+    last_run: int | None = Field(
+        None, description="The last committed run (a recomputed view: its output version)."
+    )
+    last_run_at: datetime | None = Field(None, description="When it committed (UTC).")
+    last_error: str | None = Field(None, description="The error of the last run, if it failed.")
+    last_error_at: datetime | None = Field(None, description="When that run failed (UTC).")
 
 
 def lake_status(root: str | os.PathLike[str]) -> list[TableStatus]:
-    """Every table and view of the lake, with the latest checkpoint of each view (no Spark)."""
+    """Every table and view of the lake, with where each view's last run left it."""
     rows: list[TableStatus] = []
     for name, entry in load_entries(root).items():
         spec = entry.spec
-        checkpoint = CheckpointStore(Path(root) / STATE_ROOT / name).latest()
-        ran = checkpoint.run > 0
-        rows.append(
-            TableStatus(
-                name=spec.name,
-                what=entry.kind,
-                kind=spec.kind.value,
-                rowtime=spec.rowtime,
-                watermark=_instant(latest_recorded_watermark(output_path(Path(root), name)))
-                if ran else None,
-                pending_rows=checkpoint.counters.get("pending_rows") if ran else None,
-                last_run=checkpoint.run if ran else None,
-                last_run_at=_instant(checkpoint.finished_at * 1000)
-                if ran and checkpoint.finished_at
-                else None,
-            )
-        )
+        row = TableStatus(name=spec.name, what=entry.kind, kind=spec.kind.value,
+                          rowtime=spec.rowtime)
+        if entry.kind == "view":
+            row = row.model_copy(update=_view_status(Path(root), name))
+        rows.append(row)
     return rows
 
 
-def _instant(epoch_ms: float | None) -> datetime | None:
-    return None if epoch_ms is None else datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+def _view_status(root: Path, name: str) -> dict[str, object]:
+    """A view's last committed run (its checkpoint, or for a recomputed view its output's
+    latest commit) and the error of its last run if that failed."""
+    fields: dict[str, object] = {}
+    output = output_path(root, name)
+    if DeltaTable.is_deltatable(str(output)):
+        [commit] = DeltaTable(str(output)).history(limit=1)
+        fields["watermark"] = _instant(stamped_watermark(commit))
+        fields["last_run"] = commit.get("version")
+        fields["last_run_at"] = _instant(commit.get("timestamp"))
+    checkpoint = CheckpointStore(state_path(root, name)).latest()
+    if checkpoint.run > 0:
+        fields["last_run"] = checkpoint.run
+        fields["pending_rows"] = checkpoint.counters.get("pending_rows")
+        if checkpoint.finished_at:
+            fields["last_run_at"] = _instant(checkpoint.finished_at * 1000)
+    failure = last_failure(root, name)
+    if failure is not None:
+        fields["last_error"], fields["last_error_at"] = failure.error, failure.at
+    return fields
+
+
+def _instant(epoch_ms: object) -> datetime | None:
+    if not isinstance(epoch_ms, int | float):
+        return None
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)

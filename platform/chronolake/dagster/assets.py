@@ -13,6 +13,7 @@ others (one op).
 
 import os
 import time
+import warnings
 from pathlib import Path
 
 from dagster import (
@@ -20,6 +21,7 @@ from dagster import (
     AssetExecutionContext,
     AssetKey,
     AssetsDefinition,
+    BetaWarning,
     DataVersion,
     MaterializeResult,
     ObserveResult,
@@ -82,14 +84,6 @@ def chronolake_asset_checks(lake_root: str | os.PathLike[str]) -> list[AssetChec
 
 
 def _source_table_asset(spec: TableSpec, path: Path) -> SourceAsset:
-    @observable_source_asset(
-        name=spec.name,
-        group_name=SOURCES_GROUP,
-        description=f"Delta table `{spec.options.path}` ({spec.kind.value}, "
-        f"changelog: {spec.options.changelog.value}).",
-        metadata=table_definition_metadata(spec, path),
-        required_resource_keys={"lake"},
-    )
     def _observe() -> ObserveResult:
         version = table_version(path)
         return ObserveResult(
@@ -100,7 +94,16 @@ def _source_table_asset(spec: TableSpec, path: Path) -> SourceAsset:
             },
         )
 
-    return _observe
+    # A source's data version is its Delta version: what observable source assets (beta) are for.
+    with warnings.catch_warnings(action="ignore", category=BetaWarning):
+        return observable_source_asset(
+            name=spec.name,
+            group_name=SOURCES_GROUP,
+            description=f"Delta table `{spec.options.path}` ({spec.kind.value}, "
+            f"changelog: {spec.options.changelog.value}).",
+            metadata=table_definition_metadata(spec, path),
+            required_resource_keys={"lake"},
+        )(_observe)
 
 
 def _view_asset(spec: ViewSpec, path: Path) -> AssetsDefinition:

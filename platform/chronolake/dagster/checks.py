@@ -1,7 +1,8 @@
 """Asset checks: the promises chronolake makes, checked after every run.
 
 - `watermark_never_decreases`: a run's watermark is at least the previous run's.
-- `late_row_rate`: late rows are at most a configured share of the rows read.
+- `late_row_rate`: rows dropped as late by the watermark rules (those written to the late side
+  table) are at most a configured share of the rows read.
 - `pending_rows_age`: no probe row has been waiting longer than a configured bound.
 - `primary_key_unique`: the key of a keyed table or view is unique in its latest version.
 """
@@ -43,6 +44,12 @@ LATE_RATE_CHECK = "late_row_rate"
 PENDING_AGE_CHECK = "pending_rows_age"
 PRIMARY_KEY_CHECK = "primary_key_unique"
 _WAITING_ROLES = ("pending", OPEN_ROLE)  # state roles holding rows that wait for a watermark
+LATE_RATE_DESCRIPTION = (
+    "Rows dropped as late by the watermark rules — the rows this run wrote to the late side "
+    "table (_chronolake/late/<view>): changes to a window already emitted, rows without a "
+    "rowtime — are at most late_row_rate_threshold of the rows it read. Rows behind the "
+    "watermark that a temporal join still answers from its history are not late."
+)
 RUN_CHECKS = (WATERMARK_CHECK, LATE_RATE_CHECK, PENDING_AGE_CHECK)
 """The checks every run of an incremental view evaluates, in `run_check_results`' order."""
 
@@ -52,8 +59,7 @@ def run_check_specs(name: str) -> list[AssetCheckSpec]:
     return [
         AssetCheckSpec(WATERMARK_CHECK, asset=name,
                        description="The watermark after this run is not below the previous one."),
-        AssetCheckSpec(LATE_RATE_CHECK, asset=name,
-                       description="Late rows are at most the lake's late_row_rate_threshold."),
+        AssetCheckSpec(LATE_RATE_CHECK, asset=name, description=LATE_RATE_DESCRIPTION),
         AssetCheckSpec(PENDING_AGE_CHECK, asset=name,
                        description="No pending row waits longer than max_pending_age_seconds."),
     ]

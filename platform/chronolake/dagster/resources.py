@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, InitResourceContext
 from dagster_pyspark import PySparkResource
+from dagster_spark.utils import flatten_dict
 from pydantic import Field
 from pyspark.sql import SparkSession
 
-from chronolake._spark import local_spark_conf
+from chronolake._spark import local_spark_conf, start_spark_driver
 from chronolake.catalog import Catalog
 
 
@@ -46,6 +47,16 @@ class LakeResource(ConfigurableResource):
         return Catalog(self.root_path, spark, backend=self.backend)
 
 
+class ChronolakePySparkResource(PySparkResource):
+    """dagster-pyspark's resource, its Spark driver started as chronolake starts its own
+    (`chronolake._spark.start_spark_driver`: a quiet console)."""
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        # The resource takes nested settings too, as dagster-pyspark reads them.
+        start_spark_driver(dict(flatten_dict(self.spark_config)))
+        super().setup_for_execution(context)
+
+
 def local_pyspark_resource(extra_conf: dict[str, str] | None = None) -> PySparkResource:
     """dagster-pyspark's resource configured for local Spark; point it at a cluster by config.
 
@@ -57,4 +68,4 @@ def local_pyspark_resource(extra_conf: dict[str, str] | None = None) -> PySparkR
         conf |= extra_conf
     if "spark.remote" in conf:
         conf.pop("spark.master", None)
-    return PySparkResource(spark_config=conf)
+    return ChronolakePySparkResource(spark_config=conf)

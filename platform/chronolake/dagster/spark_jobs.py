@@ -46,13 +46,20 @@ def counted_stage(spark: SparkSession, name: str, *, label: str) -> Iterator[Sta
     group = f"{label}/{name}/{uuid.uuid4().hex[:8]}"
     previous = (context.getLocalProperty(_JOB_GROUP), context.getLocalProperty(_JOB_DESCRIPTION))
     context.setJobGroup(group, f"chronolake {label}: {name}")
+    failed = True
     try:
         yield cost
+        failed = False
     finally:
         cost.seconds = time.monotonic() - started
-        cost.spark_jobs = len(context.statusTracker().getJobIdsForGroup(group))
-        context.setLocalProperty(_JOB_GROUP, previous[0])  # type: ignore[arg-type]
-        context.setLocalProperty(_JOB_DESCRIPTION, previous[1])  # type: ignore[arg-type]
+        try:
+            cost.spark_jobs = len(context.statusTracker().getJobIdsForGroup(group))
+            context.setLocalProperty(_JOB_GROUP, previous[0])  # type: ignore[arg-type]
+            context.setLocalProperty(_JOB_DESCRIPTION, previous[1])  # type: ignore[arg-type]
+        except Exception:
+            if not failed:
+                raise
+            # the stage's own error (Ctrl-C, a JVM gone) is the one to report, not this
 
 
 def _spark_context(spark: SparkSession) -> SparkContext | None:

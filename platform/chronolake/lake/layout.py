@@ -2,7 +2,8 @@
 
 Everything lives under `<lake>/_chronolake/`: the catalog, each derived table's
 output (`views/<name>`, a Delta changelog table), its late-rows side table
-(`late/<name>`), its state and checkpoints (`state/<name>`) and run locks.
+(`late/<name>`), its state and checkpoints (`state/<name>`, with the error of its last
+run when that run failed), run locks, and the CLI's logs of Spark's full errors (`logs/`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,44 @@ VIEWS_ROOT = SYSTEM_ROOT / "views"
 STATE_ROOT = SYSTEM_ROOT / "state"
 LATE_ROOT = SYSTEM_ROOT / "late"
 LOCK_ROOT = SYSTEM_ROOT / "locks"
+LOGS_ROOT = SYSTEM_ROOT / "logs"
 
 
 def output_path(root: Path, name: str) -> Path:
     """Where a view's rows are materialized: `_chronolake/views/<name>` under the lake."""
     return root / VIEWS_ROOT / name.lower()
+
+
+def last_error_path(root: Path, name: str) -> Path:
+    """Where the error of a view's last run is kept while that run is the latest failure:
+    `_chronolake/state/<name>/last-error.json` (removed by its next successful run)."""
+    return state_path(root, name) / "last-error.json"
+
+
+def holds_lake(root: Path) -> bool:
+    """Whether `root` holds a lake: chronolake's folder, or a Delta table at most two folders
+    down (tables a script is about to declare)."""
+    if (root / SYSTEM_ROOT).is_dir() or (root / "_delta_log").is_dir():
+        return True
+    return any(root.glob("*/_delta_log")) or any(root.glob("*/*/_delta_log"))
+
+
+def late_path(root: Path, name: str) -> Path:
+    """Where a derived table's late rows go: `_chronolake/late/<name>`."""
+    return root / LATE_ROOT / name.lower()
+
+
+def state_path(root: Path, name: str) -> Path:
+    """Where a derived table's state, checkpoints and intents live: `_chronolake/state/<name>`."""
+    return root / STATE_ROOT / name.lower()
+
+
+def lock_dir(root: Path) -> Path:
+    """Where the run locks of a lake's derived tables are: `_chronolake/locks/`."""
+    return root / LOCK_ROOT
+
+
+def view_data_paths(root: Path, name: str) -> tuple[Path, Path, Path]:
+    """Everything chronolake writes for view `name` (output, late rows, state), which
+    dropping the view removes."""
+    return output_path(root, name), late_path(root, name), state_path(root, name)

@@ -1,4 +1,5 @@
-"""Whole-table facts for assets, without Spark: version, size and a first look at the rows.
+"""Whole-table facts for assets, without Spark: version, size, schema and a first look at the
+rows.
 
 These take a table location, not a spec: Dagster assets observe and
 materialize tables without a changelog in sight.
@@ -6,11 +7,13 @@ materialize tables without a changelog in sight.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
+from pyspark.sql.types import StructType
 
 from chronolake.lake.backend import not_a_delta_table
 from chronolake.lake.deletion_vectors import deleted_rows
@@ -32,6 +35,14 @@ def table_row_count(path: str | Path) -> int:
     # One record count per active file: metadata-sized.
     counts = pa.table(table.get_add_actions(flatten=True))["num_records"]
     return sum(count or 0 for count in counts.to_pylist()) - deleted_rows(table).num_rows
+
+
+def stored_schema(path: str | Path) -> StructType | None:
+    """The schema of the Delta table at `path`, from its log alone (no Spark); None when
+    `path` holds no Delta table (yet)."""
+    if not DeltaTable.is_deltatable(str(path)):
+        return None
+    return StructType.fromJson(json.loads(DeltaTable(str(path)).schema().to_json()))
 
 
 def _table(path: str | Path) -> DeltaTable:

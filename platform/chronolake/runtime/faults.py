@@ -15,7 +15,7 @@ FAULT_ENV = "CHRONOLAKE_FAULT"
 
 
 class FaultPoint(StrEnum):
-    """The points of a run where a crash is worth proving harmless, in run order."""
+    """The points where a crash is worth proving harmless: a run's, in run order, then a drop's."""
 
     AFTER_INTENT = "after_intent"  # input versions fixed, nothing else written
     AFTER_READ = "after_read"  # inputs read and joined, nothing written yet
@@ -24,6 +24,11 @@ class FaultPoint(StrEnum):
     AFTER_STATE = "after_state"  # history and state written
     BEFORE_CHECKPOINT = "before_checkpoint"  # the last moment before the commit point
     AFTER_CHECKPOINT = "after_checkpoint"  # committed; old state not yet cleaned up
+    DROP_AFTER_OUTPUT = "drop_after_output"  # a drop: unregistered, output gone, state not yet
+
+
+RUN_FAULT_POINTS = tuple(point for point in FaultPoint if point is not FaultPoint.DROP_AFTER_OUTPUT)
+"""The points a run passes, in order (the last point belongs to `DROP VIEW`)."""
 
 
 def fault_point(point: FaultPoint) -> None:

@@ -1,6 +1,13 @@
 """Flink SQL on sqlglot: DDL into specs, queries into Spark SQL and temporal joins."""
 
-from chronolake.sql.ddl import QueryStatement, Statement, parse_statements, parse_table, parse_view
+from chronolake.sql.ddl import (
+    DropStatement,
+    QueryStatement,
+    Statement,
+    parse_statements,
+    parse_table,
+    parse_view,
+)
 from chronolake.sql.query import (
     JoinKind,
     TemporalJoinRef,
@@ -10,6 +17,7 @@ from chronolake.sql.query import (
 )
 
 __all__ = [
+    "DropStatement",
     "JoinKind",
     "QueryStatement",
     "Statement",

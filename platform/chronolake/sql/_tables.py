@@ -35,7 +35,6 @@ def table_spec(create: exp.Create) -> TableSpec:
         )
         raise DefinitionError(msg)
     name = relation_name(schema.this)
-    _reject_modifiers(create, name, "TABLE")
     columns: list[Column] = []
     watermarks: list[WatermarkSpec] = []
     keys: list[tuple[str, ...]] = []
@@ -190,14 +189,3 @@ def _options(create: exp.Create, table: str) -> dict[str, str]:
 
 def _is_string(node: exp.Expr | None) -> bool:
     return isinstance(node, exp.Literal) and node.is_string
-
-
-def _reject_modifiers(create: exp.Create, name: str, kind: str) -> None:
-    """IF NOT EXISTS / OR REPLACE would make the catalog's behaviour depend on history."""
-    for flag, words in (("exists", "IF NOT EXISTS"), ("replace", "OR REPLACE")):
-        if create.args.get(flag):
-            msg = (
-                f"{kind.lower()} {name!r}: CREATE {kind} {words} is not supported; write CREATE "
-                f"{kind} {name} (declaring a name again replaces it in the catalog)"
-            )
-            raise DefinitionError(msg)

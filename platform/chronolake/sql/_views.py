@@ -19,7 +19,8 @@ from chronolake.dialect import canonical_sql
 from chronolake.errors import DefinitionError
 from chronolake.schema.spec import DeduplicationSpec, KeepRow, TableSpec, ViewSpec
 from chronolake.sql._names import lookup, relation_name
-from chronolake.sql.query import parse_query, tables_of
+from chronolake.sql.query import parse_query
+from chronolake.sql.resolve import resolve_view
 from chronolake.sql.view_kinds import derived_view
 
 Catalog = Mapping[str, TableSpec | ViewSpec]
@@ -42,16 +43,11 @@ def view_spec(create: exp.Create, catalog: Catalog) -> ViewSpec:
         )
         raise DefinitionError(msg)
     name = relation_name(target)
-    for flag, words in (("exists", "IF NOT EXISTS"), ("replace", "OR REPLACE")):
-        if create.args.get(flag):
-            msg = f"view {name!r}: CREATE VIEW {words} is not supported; write CREATE VIEW {name}"
-            raise DefinitionError(msg)
     query = create.expression
     if not isinstance(query, exp.Query):
         msg = f"view {name!r}: expected CREATE VIEW {name} AS SELECT ..."
         raise DefinitionError(msg)
-    for table in tables_of(query):
-        lookup(catalog, table, reader=f"view {name!r}")
+    resolve_view(name, query, catalog)
     deduplication = _deduplication(query, catalog)
     spec = ViewSpec(name=name, query=canonical_sql(query))
     if deduplication is None:

@@ -1,0 +1,43 @@
+"""The reference platform's Dagster instance (`.dagster-home/`) and its `dagster.yaml`.
+
+Telemetry off and no community pop-up in the UI, so that `dagster dev` in the tour starts
+clean (and Dagster does not say that it found no dagster.yaml). `./dev` writes it with
+`python -m chronolake.dagster_home .dagster-home`; `chronolake demo` does when it makes
+the home.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from chronolake._atomic import write_text_atomically
+
+DAGSTER_HOME = ".dagster-home"
+
+INSTANCE_SETTINGS: dict[str, dict[str, Any]] = {
+    "telemetry": {"enabled": False},
+    "nux": {"enabled": False},
+}
+"""Dagster instance settings (`dagster._core.instance.config`): no usage statistics sent,
+and no "new user experience" pop-up (the community invitation) in the UI."""
+
+
+def write_instance_settings(home: Path) -> Path:
+    """`home/dagster.yaml` holding `INSTANCE_SETTINGS`; a setting the file has stays as it is.
+    Returns the file's path; leaves a file that has them all untouched."""
+    path = home / "dagster.yaml"
+    settings = (yaml.safe_load(path.read_text()) if path.is_file() else None) or {}
+    merged = {**settings}
+    for key, defaults in INSTANCE_SETTINGS.items():
+        merged[key] = {**defaults, **(settings.get(key) or {})}
+    if merged != settings or not path.is_file():
+        write_text_atomically(path, yaml.safe_dump(merged, sort_keys=False))
+    return path
+
+
+if __name__ == "__main__":
+    write_instance_settings(Path(sys.argv[1] if len(sys.argv) > 1 else DAGSTER_HOME))

@@ -1,0 +1,54 @@
+"""The error of a view's last run, while that run is its latest failure.
+
+A failed run leaves no checkpoint (exactly-once: the next run redoes its intent), so
+without this record `chronolake status` could not say that the last attempt failed, nor
+why. One small document per view, `lake.layout.last_error_path`: written
+when a run fails, removed by the next successful run.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from chronolake._atomic import write_text_atomically
+from chronolake.errors import ChronolakeError
+from chronolake.lake.layout import last_error_path
+from chronolake.spark_errors import is_spark_error, spark_error_line
+
+MAX_CHARS = 500
+"""A longer error is cut here (the command that failed showed it whole)."""
+
+
+class RunFailure(BaseModel):
+    """When a view's last run failed, and its error on one line."""
+
+    model_config = ConfigDict(frozen=True)
+
+    at: datetime = Field(..., description="When the run failed (UTC).")
+    error: str = Field(..., description="The error, on one line.")
+
+
+def record_failure(root: Path, name: str, error: BaseException) -> None:
+    """Keep `error` as the last run's error of view `name`."""
+    if is_spark_error(error):
+        text = spark_error_line(error)
+    elif isinstance(error, ChronolakeError):
+        text = " ".join(str(error).split())
+    else:  # not one of ours: its type says more than its message
+        text = " ".join(f"{type(error).__name__}: {error}".split())
+    failure = RunFailure(at=datetime.now(tz=UTC), error=text[:MAX_CHARS])
+    write_text_atomically(last_error_path(root, name), failure.model_dump_json())
+
+
+def clear_failure(root: Path, name: str) -> None:
+    """A successful run: the view's last run did not fail."""
+    last_error_path(root, name).unlink(missing_ok=True)
+
+
+def last_failure(root: Path, name: str) -> RunFailure | None:
+    """The error of view `name`'s last run, if that run failed."""
+    path = last_error_path(root, name)
+    return RunFailure.model_validate_json(path.read_text()) if path.exists() else None

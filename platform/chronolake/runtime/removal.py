@@ -1,0 +1,94 @@
+"""Removing what chronolake wrote for a view: its output table, late rows, state and checkpoints.
+
+Only the catalog calls this, when a view is dropped or replaced, or when a name is
+registered anew over data a crashed drop left behind. The caller holds the view's
+run lock (`removal_lock`) so that no run of the view writes while its data goes.
+The user's own Delta tables (a table's `path`) are never touched.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from deltalake.exceptions import DeltaError
+from pydantic import BaseModel, ConfigDict, Field
+
+from chronolake.errors import ChronolakeError, RunError
+from chronolake.lake.layout import lock_dir, view_data_paths
+from chronolake.lake.tables import table_row_count
+from chronolake.runtime.faults import FaultPoint, fault_point
+from chronolake.runtime.lock import lock_path, run_lock
+
+
+class RemovedData(BaseModel):
+    """What a view had on disk when its data was removed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    output: bool = Field(False, description="It had an output table.")
+    output_rows: int | None = Field(
+        None, description="Rows of the output table's latest version (None: none, or unreadable)."
+    )
+    late: bool = Field(False, description="It had a late-rows side table.")
+    state: bool = Field(False, description="It had state or checkpoints.")
+
+    def describe(self) -> str:
+        """`its output table (1,234 rows), late rows, state and checkpoints`; '' for nothing."""
+        parts = []
+        if self.output:
+            rows = "" if self.output_rows is None else f" ({self.output_rows:,} rows)"
+            parts.append(f"its output table{rows}")
+        parts += ["late rows"] * self.late + ["state and checkpoints"] * self.state
+        return ", ".join(parts)
+
+
+@contextmanager
+def removal_lock(root: Path, name: str, action: str) -> Iterator[None]:
+    """Hold the run lock of view `name` while `action` (e.g. "drop view 'v'") changes it.
+
+    Raises `RunError`, having changed nothing, when a run of the view holds the lock.
+    """
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(run_lock(lock_dir(root), name.lower()))
+        except RunError:
+            msg = (
+                f"cannot {action} now: a run of {name!r} is in progress; nothing was changed: "
+                "wait for the run to finish, then try again"
+            )
+            raise RunError(msg) from None
+        yield
+
+
+def remove_view_data(root: Path, name: str) -> RemovedData:
+    """Delete view `name`'s output, late rows and state (the caller holds `removal_lock`)."""
+    output, late, state = view_data_paths(root, name)
+    removed = RemovedData(
+        output=output.exists(), output_rows=_row_count(output), late=late.exists(),
+        state=state.exists(),
+    )
+    shutil.rmtree(output, ignore_errors=True)
+    fault_point(FaultPoint.DROP_AFTER_OUTPUT)
+    for path in (late, state):
+        shutil.rmtree(path, ignore_errors=True)
+    lock_path(lock_dir(root), name.lower()).unlink(missing_ok=True)  # released when we exit
+    return removed
+
+
+def has_view_data(root: Path, name: str) -> bool:
+    """Whether anything chronolake writes for a view exists under `name`."""
+    return any(path.exists() for path in view_data_paths(root, name))
+
+
+def _row_count(output: Path) -> int | None:
+    """Rows of the output table, for the user's record of what went; None when there is none
+    or it cannot be read (a drop that crashed halfway): the drop goes on regardless."""
+    if not output.exists():
+        return None
+    try:
+        return table_row_count(output)
+    except (ChronolakeError, DeltaError, OSError):
+        return None

@@ -1,0 +1,131 @@
+"""The asset checks on the reference platform: all pass on the demo's ordinary data (its CDC
+updates and deletes included, and after live feeds), and each fails on data built to break
+it (issue 20 item 1)."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from dagster import (
+    AssetKey,
+    AssetMaterialization,
+    DagsterEventType,
+    DagsterInstance,
+    Definitions,
+    EventRecordsFilter,
+    ExecuteInProcessResult,
+    in_process_executor,
+)
+from pyspark.sql import SparkSession
+
+from chronolake import Catalog
+from chronolake.dagster import (
+    LakeResource,
+    chronolake_asset_checks,
+    chronolake_assets,
+    local_pyspark_resource,
+)
+from chronolake.dagster.checks import LATE_RATE_CHECK
+from chronolake.demo import DEMO_START, append_orders, build_demo_lake, feed_demo_lake
+from ops import JOBS
+
+ROOT = Path(__file__).resolve().parent.parent
+CHRONOLAKE = str(Path(sys.executable).with_name("chronolake"))
+
+pytestmark = pytest.mark.slow
+
+
+def _definitions(lake: Path, **lake_settings: float) -> Definitions:
+    return Definitions(
+        assets=chronolake_assets(lake),
+        asset_checks=chronolake_asset_checks(lake),
+        jobs=JOBS,
+        executor=in_process_executor,
+        resources={"lake": LakeResource(root=str(lake), **lake_settings),
+                   "pyspark": local_pyspark_resource()},
+    )
+
+
+def _evaluations(instance: DagsterInstance) -> dict[tuple[str, str], bool]:
+    """The latest evaluation of every check recorded in `instance`."""
+    records = instance.get_event_records(
+        EventRecordsFilter(event_type=DagsterEventType.ASSET_CHECK_EVALUATION), ascending=True
+    )
+    latest: dict[tuple[str, str], bool] = {}
+    for record in records:
+        evaluation = record.event_log_entry.dagster_event.event_specific_data
+        latest[(evaluation.asset_key.to_user_string(), evaluation.check_name)] = evaluation.passed
+    return latest
+
+
+def _failed(result: ExecuteInProcessResult) -> set[tuple[str, str]]:
+    return {
+        (e.asset_key.to_user_string(), e.check_name)
+        for e in result.get_asset_check_evaluations() if not e.passed
+    }
+
+
+def test_every_check_passes_after_the_demo_and_after_live_feeds(tmp_path: Path) -> None:
+    lake, home = tmp_path / "lake", tmp_path / "dagster-home"
+    environment = {**os.environ, "DAGSTER_HOME": str(home)}
+    subprocess.run([CHRONOLAKE, "demo", "--project", str(ROOT), "--lake", str(lake)],
+                   env=environment, check=True, capture_output=True, text=True, cwd=tmp_path)
+    instance = DagsterInstance.from_config(str(home))
+    after_demo = _evaluations(instance)
+    assert len(after_demo) == 8 + 3 * 5  # a key check per keyed table, 3 per derived table
+    assert [check for check, passed in after_demo.items() if not passed] == []
+
+    definitions = _definitions(lake)
+    refresh = definitions.resolve_job_def("refresh_views")
+    for feed in range(2):  # as `chronolake feed` or the demo_feed job would, a minute apart
+        feed_demo_lake(lake, seed=feed)
+        refreshed = refresh.execute_in_process(instance=instance)
+        assert refreshed.success
+        assert _failed(refreshed) == set()
+        time.sleep(1)
+
+
+def test_each_check_fails_on_data_built_to_break_it(tmp_path: Path, spark: SparkSession) -> None:
+    build_demo_lake(tmp_path)
+    Catalog(tmp_path, spark).declare((ROOT / "assets" / "platform.sql").read_text())
+    instance = DagsterInstance.ephemeral()
+    view = [AssetKey("orders_per_currency")]
+    job = _definitions(tmp_path).resolve_implicit_global_asset_job_def()
+    assert _failed(job.execute_in_process(instance=instance, asset_selection=view)) == set()
+
+    # late_row_rate: an hour of orders that arrive after their windows were emitted
+    append_orders(tmp_path / "orders", rng=random.Random(1), first_id=10_000, count=200,
+                  start=DEMO_START)
+    # watermark_never_decreases: a previous materialization recorded a later watermark
+    instance.report_runless_asset_event(AssetMaterialization(
+        "orders_per_currency", metadata={"chronolake/watermark": 4_000_000_000.0}
+    ))
+    # pending_rows_age: rows wait in open windows longer than a one-second bound
+    time.sleep(1.5)
+    strict = _definitions(tmp_path, max_pending_age_seconds=1.0)
+    broken = strict.resolve_implicit_global_asset_job_def().execute_in_process(
+        instance=instance, asset_selection=view
+    )
+    assert _failed(broken) == {
+        ("orders_per_currency", "watermark_never_decreases"),
+        ("orders_per_currency", LATE_RATE_CHECK),
+        ("orders_per_currency", "pending_rows_age"),
+    }
+    [late] = [e for e in broken.get_asset_check_evaluations() if e.check_name == LATE_RATE_CHECK]
+    assert late.metadata["late_rows"].value == 200  # every one of them, and nothing else
+
+    # primary_key_unique: an order id written twice into the keyed orders table
+    append_orders(tmp_path / "orders", rng=random.Random(2), first_id=7, count=1,
+                  start=DEMO_START + timedelta(hours=1))
+    observed = _definitions(tmp_path).resolve_job_def("observe_sources").execute_in_process(
+        instance=instance
+    )
+    assert _failed(observed) == {("orders", "primary_key_unique")}
+

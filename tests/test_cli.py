@@ -1,0 +1,286 @@
+"""The `chronolake` command as a newcomer meets it: its version, "did you mean", no lake
+made by mistake, Spark's errors in a few lines, a status that fits 80 columns, feeding the
+demo lake, and Ctrl-C.
+
+Commands that need no JVM run in-process (click's runner); a command whose Spark errors
+or signals matter runs as a real subprocess (each starts a JVM: they are marked slow).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from deltalake import DeltaTable
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import AnalysisException
+from pyspark.sql import SparkSession
+
+from chronolake.catalog import Catalog
+from chronolake.cli import main
+from chronolake.demo import build_demo_lake
+from chronolake.lake.layout import LOGS_ROOT, last_error_path
+from chronolake.runtime.views import materialize_view
+from chronolake.spark_errors import spark_error_line
+from chronolake.sql.ddl import parse_view
+
+ROOT = Path(__file__).resolve().parent.parent
+PLATFORM_DDL = (ROOT / "assets" / "platform.sql").read_text()
+CHRONOLAKE = Path(sys.executable).with_name("chronolake")
+LONG_NAME = "orders_enriched_with_rates_for_the_finance_team_report"
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Path:
+    """The demo tables with the reference platform declared (no Spark needed)."""
+    root = tmp_path / "lake"
+    build_demo_lake(root)
+    Catalog(root).declare(PLATFORM_DDL)
+    return root
+
+
+def _invoke(*args: str, columns: int = 80) -> Result:
+    return CliRunner().invoke(main, list(args), env={"COLUMNS": str(columns)})
+
+
+def _chronolake(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CHRONOLAKE), *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+# -- habits: version, "did you mean" --------------------------------------------------------
+
+
+def test_version_is_the_installed_package_version() -> None:
+    result = _invoke("--version")
+    assert result.exit_code == 0
+    assert result.output == f"chronolake {version('chronolake')}\n"
+
+
+def test_a_mistyped_command_gets_did_you_mean() -> None:
+    result = _invoke("stauts")
+    assert result.exit_code == 2
+    assert "No such command 'stauts'. Did you mean 'status'?" in result.output
+
+
+def test_a_mistyped_option_gets_did_you_mean(lake: Path) -> None:
+    result = _invoke("status", "--lak", str(lake))
+    assert result.exit_code == 2
+    assert "No such option '--lak'. Did you mean '--lake'?" in result.output
+
+
+# -- no lake made by mistake ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("script", ["SELECT 1;", "SELECT amount FROM orders;"])
+def test_sql_on_a_path_without_a_lake_fails_and_creates_nothing(
+    tmp_path: Path, script: str
+) -> None:
+    query = tmp_path / "query.sql"
+    query.write_text(script)
+    missing, empty = tmp_path / "nowhere", tmp_path / "empty"
+    empty.mkdir()
+    for path in (missing, empty):
+        result = _invoke("sql", "--lake", str(path), "-f", str(query))
+        assert result.exit_code == 1
+        assert result.output.startswith(f"error: no lake at {path}: it holds no chronolake")
+    assert not missing.exists() and list(empty.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "query.sql"]
+
+
+def test_a_script_that_declares_tables_starts_a_lake(tmp_path: Path) -> None:
+    ddl = tmp_path / "ddl.sql"
+    ddl.write_text("CREATE TABLE t (a INT) WITH ('path' = 't');")
+    result = _invoke("sql", "--lake", str(tmp_path / "new"), "-f", str(ddl))
+    assert result.exit_code == 0, result.output
+    assert Catalog(tmp_path / "new").names() == ["t"]
+
+
+def test_run_status_and_feed_without_a_lake_say_so(tmp_path: Path) -> None:
+    for args in (["run", "orders_enriched"], ["status"], ["feed"]):
+        result = _invoke(*args, "--lake", str(tmp_path))
+        assert result.exit_code == 1
+        assert f"no lake at {tmp_path}" in result.output or "no demo lake" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- status -----------------------------------------------------------------------------------
+
+
+def test_status_fits_80_columns_with_full_names(lake: Path) -> None:
+    catalog = Catalog(lake)
+    for name in ("orders_for_the_finance_team", LONG_NAME):
+        ddl = f"CREATE VIEW {name} AS SELECT order_id FROM orders_enriched"
+        catalog.register(parse_view(ddl, catalog=catalog.specs()))
+    result = _invoke("status", "--lake", str(lake), columns=80)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    assert "orders_for_the_finance_team " in result.output  # on one line when it fits
+    width = lines[0].index("kind")  # a longer name is folded in its column, not cut
+    column = "".join(line[:width].strip() for line in lines[2:])
+    assert column == "".join(catalog.names())
+
+
+def test_status_json_is_one_object_per_table(lake: Path) -> None:
+    result = _invoke("status", "--lake", str(lake), "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    assert [row["name"] for row in rows] == Catalog(lake).names()
+    orders = next(row for row in rows if row["name"] == "orders")
+    assert orders == {
+        "name": "orders", "what": "table", "kind": "versioned", "rowtime": "order_time",
+        "watermark": None, "pending_rows": None, "last_run": None, "last_run_at": None,
+        "last_error": None, "last_error_at": None,
+    }
+
+
+# -- feed ---------------------------------------------------------------------------------------
+
+
+def test_feed_adds_new_delta_versions_and_says_what(lake: Path) -> None:
+    before = {name: DeltaTable(str(lake / name)).version() for name in ("orders", "rates")}
+    result = _invoke("feed", "--lake", str(lake), "--seed", "1")
+    assert result.exit_code == 0, result.output
+    after = {name: DeltaTable(str(lake / name)).version() for name in ("orders", "rates")}
+    assert result.output.splitlines() == [
+        f"orders: rows appended 100, updated 1, deleted 1 (Delta versions "
+        f"{before['orders'] + 1}-{after['orders']})",
+        f"rates: rows updated 1 (Delta version {after['rates']})",
+    ]
+
+
+# -- Spark's errors -----------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_a_spark_error_is_one_line_with_the_suggested_name(
+    lake: Path, spark: SparkSession
+) -> None:
+    catalog = Catalog(lake, spark)
+    with pytest.raises(AnalysisException) as raised:  # Python API users keep the exception
+        catalog.sql("SELECT amonut FROM orders").collect()
+    assert spark_error_line(raised.value) == (
+        "A column, variable, or function parameter with name `amonut` cannot be resolved; "
+        "did you mean `amount`? [UNRESOLVED_COLUMN.WITH_SUGGESTION]"
+    )
+    with pytest.raises(Py4JJavaError) as failed:  # a Java error PySpark does not convert
+        catalog.sql(
+            "SELECT java_method('java.lang.Integer', 'parseInt', currency) FROM orders"
+        ).collect()
+    assert spark_error_line(failed.value).startswith("NumberFormatException: For input string: ")
+
+
+@pytest.mark.slow
+def test_a_spark_error_on_the_cli_is_a_few_lines_and_its_full_text_a_log(
+    lake: Path, tmp_path: Path
+) -> None:
+    workdir = tmp_path / "cwd"
+    workdir.mkdir()
+    (workdir / "q.sql").write_text("SELECT currency FROM rates;\nSELECT amonut FROM orders;")
+    result = _chronolake("sql", "--lake", str(lake), "-f", "q.sql", cwd=workdir)
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert len(lines) <= 15 and len(result.stderr) < 2000, result.stderr
+    assert lines[-3:-1] == [
+        "error: Spark failed in statement 2 of q.sql (SELECT amonut FROM orders):",
+        "  A column, variable, or function parameter with name `amonut` cannot be resolved; "
+        "did you mean `amount`? [UNRESOLVED_COLUMN.WITH_SUGGESTION]",
+    ]
+    [log] = (lake / LOGS_ROOT).glob("*.log")
+    assert lines[-1] == f"  Spark's full error: {log} (or rerun with --verbose)"
+    full = log.read_text()
+    assert "AnalysisException" in full and "'Project ['amonut]" in full  # the plan
+    assert [p.name for p in workdir.iterdir()] == ["q.sql"]  # no spark-warehouse, no metastore
+
+
+@pytest.mark.spark
+def test_verbose_prints_spark_full_error_too(lake: Path, spark: SparkSession) -> None:
+    script = lake.parent / "q.sql"
+    script.write_text("SELECT amonut FROM orders;")
+    result = CliRunner().invoke(main, ["sql", "--lake", str(lake), "-f", str(script), "-v"])
+    assert result.exit_code == 1
+    assert "'Project ['amonut]" in result.stderr
+    assert result.stderr.splitlines()[-1].startswith("  Spark's full error: ")
+    assert "did you mean `amount`?" in result.stderr
+
+
+@pytest.mark.spark
+def test_a_failed_run_shows_in_status_until_a_run_succeeds(lake: Path, spark: SparkSession
+                                                             ) -> None:
+    catalog = Catalog(lake, spark)
+    checked = (
+        "CREATE VIEW checked AS SELECT order_id, CASE WHEN currency = 'GBP' "
+        "THEN raise_error('GBP is not traded') ELSE currency END AS currency FROM orders"
+    )
+    catalog.register(parse_view(checked, catalog=catalog.specs()))
+    failed = CliRunner().invoke(main, ["run", "checked", "--lake", str(lake)])
+    assert failed.exit_code == 1
+    assert failed.stderr.startswith(
+        "error: Spark failed in the run of checked:\n  GBP is not traded [USER_RAISED_EXCEPTION]"
+    )
+    assert _status_of(lake, "checked")["last_error"] == "GBP is not traded [USER_RAISED_EXCEPTION]"
+    assert _status_of(lake, "checked")["last_run"] is None
+    table = " ".join(_invoke("status", "--lake", str(lake)).output.split())  # wrapped at 80
+    assert "checked: last run failed at" in table
+    assert "UTC: GBP is not traded [USER_RAISED_EXCEPTION]" in table
+
+    DeltaTable(str(lake / "orders")).delete("currency = 'GBP'")  # the data fixed
+    assert CliRunner().invoke(main, ["run", "checked", "--lake", str(lake)]).exit_code == 0
+    assert not last_error_path(lake, "checked").exists()
+    row = _status_of(lake, "checked")
+    assert row["last_error"] is None and row["last_run"] is not None
+
+
+def _status_of(lake: Path, name: str) -> dict[str, object]:
+    result = _invoke("status", "--lake", str(lake), "--format", "json")
+    [row] = [row for row in map(json.loads, result.output.splitlines()) if row["name"] == name]
+    return row
+
+
+# -- Ctrl-C -------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_ctrl_c_ends_a_run_with_130_and_one_line_and_the_next_run_finishes_it(
+    lake: Path, tmp_path: Path, spark: SparkSession
+) -> None:
+    view = "orders_enriched"
+    reference = tmp_path / "reference"
+    shutil.copytree(lake, reference)
+    intent = lake / "_chronolake" / "state" / view / "intent-00000001.json"
+    run = subprocess.Popen(
+        [str(CHRONOLAKE), "run", view, "--lake", str(lake)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 240
+    while not intent.exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)  # into the run's writes
+    os.kill(run.pid, signal.SIGINT)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 130, (out, err)
+    assert err.splitlines() == [
+        f"interrupted; the run of {view} did not finish, and its next run completes it exactly "
+        "once (nothing lost, nothing written twice)"
+    ]
+    assert "checkpoint-00000001.json" not in os.listdir(intent.parent)
+
+    again = _chronolake("run", view, "--lake", str(lake), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    expected = materialize_view(Catalog(reference, spark), view)
+    assert again.stdout.splitlines()[0] == f"{view}: {expected.message}"
+    query = f"SELECT * FROM {view} ORDER BY order_id"
+    assert Catalog(lake, spark).sql(query).collect() == Catalog(reference, spark).sql(
+        query).collect()

@@ -1,0 +1,108 @@
+"""The README's tour, command by command, on a fresh demo lake (issue 20 item 7).
+
+The commands are read from the README itself, so the tour a newcomer follows is the one
+tested: each step runs in order, prints its result and nothing else, and what the README
+shows as a step's output is what it prints.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+TOUR_HEADING = "## The tour"
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass(frozen=True)
+class Step:
+    """One shell block of the tour and the output block the README shows after it, if any."""
+
+    commands: str
+    shown: str | None
+
+
+def tour_steps(readme: str) -> list[Step]:
+    """The tour's shell blocks, in order, each with the text block that follows it."""
+    start = readme.index(TOUR_HEADING)
+    end = readme.find("\n## ", start + len(TOUR_HEADING))
+    section = readme[start:end if end > 0 else None]
+    blocks = re.findall(r"```(\w+)\n(.*?)```", section, flags=re.S)
+    steps: list[Step] = []
+    for (language, body), following in zip(blocks, [*blocks[1:], ("", "")], strict=True):
+        if language == "sh":
+            steps.append(Step(body, following[1] if following[0] == "text" else None))
+    return steps
+
+
+@dataclass(frozen=True)
+class Done:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _run(step: Step, *, lake: Path, scratch: Path, environment: dict[str, str]) -> Done:
+    places = {".venv/bin/": f"{BIN}/", "demo-lake": str(lake), "/tmp/": f"{scratch}/"}
+    script = re.sub("|".join(map(re.escape, places)), lambda m: places[m[0]], step.commands)
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", script], cwd=ROOT, env=environment,
+                          capture_output=True, text=True, timeout=600)
+    return Done(done.returncode, done.stdout, done.stderr)
+
+
+def test_the_readme_tour_runs_in_order_and_prints_what_it_shows(tmp_path: Path) -> None:
+    steps = tour_steps((ROOT / "README.md").read_text())
+    lake, scratch = tmp_path / "demo-lake", tmp_path / "scratch"
+    scratch.mkdir()
+    environment = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster-home"),
+                   "COLUMNS": "80"}
+    subprocess.run([BIN / "chronolake", "demo", "--project", ROOT, "--lake", lake],
+                   env=environment, check=True, capture_output=True, timeout=600)
+    # the UI (step 5) is the browser test's: it runs until stopped
+    status, unmatched, corrected, fed, typo, own = [
+        s for s in steps if "dagster dev" not in s.commands
+    ]
+
+    def run(step: Step) -> Done:
+        return _run(step, lake=lake, scratch=scratch, environment=environment)
+
+    first = run(status)
+    assert (first.returncode, first.stderr) == (0, "")
+    enriched = next(line for line in first.stdout.splitlines()
+                    if line.startswith("orders_enriched "))
+    assert "2026-11-02" in enriched and " 661 " in enriched  # pending behind the rates
+
+    rates = run(unmatched)
+    assert (rates.returncode, rates.stderr) == (0, "")
+    assert rates.stdout == unmatched.shown
+
+    amounts = run(corrected)
+    assert (amounts.returncode, amounts.stderr) == (0, "")
+    assert [row.split("│")[1].strip() for row in amounts.stdout.splitlines()
+            if row.startswith("│ ") and row.split("│")[1].strip().isdigit()] == ["3", "4"]
+
+    feed = run(fed)
+    assert (feed.returncode, feed.stderr) == (0, "")
+    assert feed.stdout.startswith("orders: rows appended 100, updated 1, deleted 1")
+    assert "orders_enriched: run 2 committed" in feed.stdout
+    assert "revenue_per_currency: run 2 committed" in feed.stdout
+
+    refused = run(typo)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr == typo.shown
+    assert "big_orders_per_hour" not in run(status).stdout  # nothing was registered
+
+    mine = run(own)
+    assert mine.returncode == 0, mine.stderr
+    assert "big_orders_per_hour: run 1 committed" in mine.stdout
+    assert "2026-11-02 09:00:00" in mine.stdout  # the first hour, emitted
+    assert mine.stderr.splitlines()[-1].startswith("-- dropped view big_orders_per_hour")
