@@ -321,8 +321,8 @@ def _dedup(select: str, order: str = "currency_time DESC", where: str = "rn = 1"
         (_dedup("currency AS c, currency_time AS t", inner="currency, currency_time"),
          ("c",), "t", KeepRow.LAST),
         (_dedup("currency, rate"), ("currency",), None, KeepRow.LAST),
-        (_dedup("currency, currency_time", order="currency_time ASC"), ("currency",), None,
-         KeepRow.FIRST),
+        (_dedup("currency, currency_time", order="currency_time ASC"), ("currency",),
+         "currency_time", KeepRow.FIRST),
         (_dedup("currency, rate, pt", order="pt DESC"), ("currency",), None, KeepRow.LAST),
     ],
 )

@@ -26,7 +26,7 @@ from chronolake.joins.temporal import (
     matched_latest,
     matched_versions,
 )
-from chronolake.joins.versions import forward_newer_versions
+from chronolake.joins.versions import first_versions, forward_newer_versions
 from chronolake.lake import LakeBackend, backend_for
 from chronolake.lake.layout import CATALOG_ROOT, output_path
 from chronolake.lake.reader import latest_per_key
@@ -39,6 +39,7 @@ from chronolake.runtime.removal import (
     remove_view_data,
 )
 from chronolake.schema import ChangelogMode, TableSpec, ViewSpec
+from chronolake.schema.spec import KeepRow
 from chronolake.schema.type_compat import check_stored_types
 from chronolake.sql._existing import (
     Kind,
@@ -377,7 +378,10 @@ class Catalog:
                 "DESC) AS rn FROM src) WHERE rn = 1"
             )
         dedup = spec.deduplication
-        return forward_newer_versions(self.versions(dedup.source), dedup.key, dedup.order_by)
+        source = self.versions(dedup.source)
+        if dedup.keep is KeepRow.FIRST:
+            return first_versions(source, dedup.key, dedup.order_by)
+        return forward_newer_versions(source, dedup.key, dedup.order_by)
 
     def _temporal_join(self, plan: TemporalJoinPlan, specs: dict[str, Spec]) -> DataFrame:
         probe = self.changelog(plan.probe.name)

@@ -1,9 +1,16 @@
-"""Versions of a deduplication view: a version is forwarded only if it is not older than the key's.
+"""Versions of a deduplication view, the build side of a temporal join.
 
-FLIP-132's versioned view `ROW_NUMBER() OVER (PARTITION BY k ORDER BY t DESC) = 1`
-keeps, per key, the row with the greatest `t` seen so far: a row arriving with an
-older `t` than the key's current version is dropped (a late version), one with an
-equal or newer `t` replaces it.
+Keep-last, FLIP-132's versioned view `ROW_NUMBER() OVER (PARTITION BY k ORDER BY t DESC)
+= 1`: per key, the row with the greatest `t` seen so far; a row arriving with an older
+`t` than the key's current version is dropped (a late version), one with an equal or
+newer `t` replaces it. Each version is valid from its `t` on.
+
+Keep-first (`ORDER BY t ASC`): Flink's `RowTimeDeduplicateKeepFirstRowFunction` keeps
+each key's row with the earliest `t` (the first arrival among equal ones), drops a row
+older than the watermark in force when it arrives, and emits the kept row once the
+watermark reaches its `t`, insert-only: an earlier row replaces the kept one only
+before that, when no probe row could have joined it yet. So a key has one version,
+its earliest on-time row, valid from its `t` on.
 """
 
 from __future__ import annotations
@@ -14,8 +21,10 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from chronolake.lake.changelog import ARRIVAL_ORDER, ROW_KIND, RowKind
+from chronolake.watermarks.assigner import WATERMARK_COLUMN
 
 STALE_VERSION = "__cl_stale_version"
+_RANK = "__cl_first_rank"
 
 
 def mark_stale_versions(events: DataFrame, key: Sequence[str], time: str) -> DataFrame:
@@ -39,6 +48,32 @@ def mark_stale_versions(events: DataFrame, key: Sequence[str], time: str) -> Dat
 def forward_newer_versions(events: DataFrame, key: Sequence[str], time: str) -> DataFrame:
     """The events a deduplication view forwards (stale versions dropped)."""
     return mark_stale_versions(events, key, time).where(~F.col(STALE_VERSION)).drop(STALE_VERSION)
+
+
+def first_versions(events: DataFrame, key: Sequence[str], time: str | None) -> DataFrame:
+    """A keep-first deduplication's one version per key: its `+I`/`+U` event with the
+    earliest `time` (the first arrival among equal ones; the first arrival when `time` is
+    None, a processing-time order). Events without a time are no versions."""
+    if ROW_KIND in events.columns:
+        kept = F.col(ROW_KIND).isin(RowKind.INSERT.value, RowKind.UPDATE_AFTER.value)
+        events = events.where(F.coalesce(kept, F.lit(True)))
+    order = [F.col(c) for c in ARRIVAL_ORDER]
+    if time is not None:
+        events = events.where(F.col(time).isNotNull())
+        order = [F.col(time), *order]
+    first = Window.partitionBy(*key).orderBy(*order)
+    return (
+        events.withColumn(_RANK, F.row_number().over(first))
+        .where(F.col(_RANK) == 1)
+        .drop(_RANK)
+    )
+
+
+def on_time_for_first_row(rows: DataFrame, time: str) -> DataFrame:
+    """The rows a keep-first deduplication on event time considers: those not older than the
+    watermark in force when they arrived (`_watermark`; Flink drops them as late)."""
+    rows_ms = F.unix_micros(F.col(time).cast("timestamp")) / 1000
+    return rows.where(~F.coalesce(rows_ms < F.col(WATERMARK_COLUMN), F.lit(False)))
 
 
 def retained_versions(

@@ -13,7 +13,12 @@ from chronolake.lake.changelog import (
 from chronolake.lake.delta_rs import DeltaRsBackend
 from chronolake.lake.delta_spark import DeltaSparkBackend, delta_spark_available
 from chronolake.lake.op_column import OPERATION_ROW_KINDS, op_row_kind
-from chronolake.lake.reader import read_changelog, read_table_state, table_path
+from chronolake.lake.reader import (
+    read_changelog,
+    read_table_arrivals,
+    read_table_state,
+    table_path,
+)
 from chronolake.lake.selector import BackendChoice, backend_for
 from chronolake.lake.tables import (
     table_row_count,
@@ -40,6 +45,7 @@ __all__ = [
     "delta_spark_available",
     "op_row_kind",
     "read_changelog",
+    "read_table_arrivals",
     "read_table_state",
     "table_path",
     "table_row_count",

@@ -72,6 +72,11 @@ def file_uri(table_uri: str, logged_path: str) -> str:
     return f"{table_uri.rstrip('/')}/{path}"
 
 
+def file_name(path: str) -> str:
+    """A data file's name (what `_metadata.file_name` reads) from its logged path or URI."""
+    return unquote(path).rstrip("/").rsplit("/", 1)[-1]
+
+
 def tagged_schema(schema: StructType) -> StructType:
     """The schema `read_tagged_files` returns: the table's columns, change type, commit facts."""
     return StructType(

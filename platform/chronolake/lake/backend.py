@@ -21,7 +21,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from chronolake.errors import SourceError
-from chronolake.lake._files import CHANGE_TYPE, TaggedFile, file_uri, read_tagged_files
+from chronolake.lake._files import (
+    CHANGE_TYPE,
+    TaggedFile,
+    file_name,
+    file_uri,
+    read_tagged_files,
+)
 from chronolake.lake._log import (
     CDF_PROPERTY,
     COLUMN_MAPPING_PROPERTY,
@@ -100,6 +106,15 @@ class LakeBackend(ABC):
     @abstractmethod
     def snapshot(self, path: str | Path, version: int | None = None) -> DataFrame:
         """The table's rows at `version` (latest when None), with its Delta schema."""
+
+    @abstractmethod
+    def arrival_snapshot(self, path: str | Path, version: int) -> DataFrame:
+        """The table's rows at `version`, as `snapshot`, plus `_position`: the order the rows
+        arrived in (a later arrival has a greater position). Rows are ordered by the commit
+        that added their file, then the file's place among that commit's adds
+        (`_arrival_ranks`), then the row's place in the file: a key written in several
+        commits has its latest write last, whatever order Spark reads the files in.
+        """
 
     @abstractmethod
     def append_dataframe(
@@ -182,6 +197,24 @@ class LakeBackend(ABC):
     @abstractmethod
     def _table_uri(self, path: str | Path) -> str:
         """The table root as Spark paths to its files start."""
+
+    def _arrival_ranks(self, path: str | Path, version: int, files: Sequence[str]) -> list[int]:
+        """Each of the active `files` (paths or URIs, as logged or listed) ranked in arrival
+        order: by the commit that added it, then its place among that commit's adds. A file
+        whose `add` the log no longer holds (log cleanup) arrived before every logged one;
+        those keep their order in `files`. Files are told apart by name, as Delta writers
+        name them uniquely. Metadata-sized: one read of the log's commits up to `version`."""
+        added: dict[str, tuple[int, int]] = {}
+        commits = self._read_log(path, range(version + 1))
+        for commit_version in sorted(commits):
+            adds = [a for a in commits[commit_version].actions if a.kind is ActionKind.ADD]
+            for index, action in enumerate(adds):
+                added[file_name(action.path)] = (commit_version, index)
+        keys = [added.get(file_name(f), (-1, i)) for i, f in enumerate(files)]
+        ranks = [0] * len(files)
+        for rank, index in enumerate(sorted(range(len(files)), key=keys.__getitem__)):
+            ranks[index] = rank
+        return ranks
 
     def commits(self, path: str | Path, start: int, end: int | None = None) -> list[CommitInfo]:
         """The commits `start..end` (inclusive), oldest first, read from the Delta log."""

@@ -41,7 +41,7 @@ from chronolake.lake._files import (
 )
 from chronolake.lake._log import CDF_PROPERTY, ActionKind, LogCommit, log_file_name, parse_commit
 from chronolake.lake.backend import LakeBackend, TableMetadata
-from chronolake.lake.changelog import SYSTEM_COLUMNS
+from chronolake.lake.changelog import POSITION, SYSTEM_COLUMNS
 from chronolake.lake.deletion_vectors import FEATURE, deleted_rows, enabling_actions, write_vectors
 from chronolake.lake.upserts import (
     FILE_NAME,
@@ -72,25 +72,42 @@ class DeltaRsBackend(LakeBackend):
         return self._open(path, with_files=False).version()
 
     def snapshot(self, path: str | Path, version: int | None = None) -> DataFrame:
+        rows, schema = self._tagged_snapshot(path, version, in_arrival_order=False)
+        return rows.select(*(f"`{name}`" for name in schema.fieldNames()))
+
+    def arrival_snapshot(self, path: str | Path, version: int) -> DataFrame:
+        rows, schema = self._tagged_snapshot(path, version, in_arrival_order=True)
+        return rows.select(*(f"`{name}`" for name in schema.fieldNames()), POSITION)
+
+    def _tagged_snapshot(
+        self, path: str | Path, version: int | None, *, in_arrival_order: bool
+    ) -> tuple[DataFrame, StructType]:
+        """The active files' rows, tagged (`read_tagged_files`); their `_position` follows
+        the files' arrival order when `in_arrival_order`, else it is meaningless."""
         table = self._open(path, version)
         metadata = self._readable_metadata(path, table.version())
         # The active files and their partition values: metadata-sized, read on the driver.
         actions = pa.table(table.get_add_actions(flatten=False))
+        logged = actions["path"].to_pylist()
         partitions = (
             actions["partition"].to_pylist()
             if "partition" in actions.column_names
             else [{}] * len(actions)
         )
+        orders = (
+            self._arrival_ranks(path, table.version(), logged)
+            if in_arrival_order else [0] * len(logged)
+        )
         files = [
             TaggedFile(
-                uri=file_uri(self._table_uri(path), logged),
+                uri=file_uri(self._table_uri(path), logged_path),
                 version=table.version(),
-                order=0,
+                order=order,
                 timestamp_ms=0,
                 change_type="insert",
                 partition_values={k: None if v is None else str(v) for k, v in values.items()},
             )
-            for logged, values in zip(actions["path"].to_pylist(), partitions, strict=True)
+            for logged_path, values, order in zip(logged, partitions, orders, strict=True)
         ]
         self._check_files_exist(path, files)
         rows = read_tagged_files(
@@ -101,7 +118,7 @@ class DeltaRsBackend(LakeBackend):
             table=str(path),
             deleted=self._deleted(table),
         )
-        return rows.select(*(f"`{name}`" for name in metadata.schema.fieldNames()))
+        return rows, metadata.schema
 
     def append_dataframe(
         self,

@@ -16,16 +16,19 @@ from pathlib import Path
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from chronolake._spark import session_settings
+from chronolake._spark import join_local, session_settings
 from chronolake.errors import SourceError
+from chronolake.lake._files import POSITION_STRIDE, file_name
 from chronolake.lake._log import CDF_PROPERTY, LogCommit, log_file_name, parse_commit
 from chronolake.lake.backend import LakeBackend, TableMetadata
+from chronolake.lake.changelog import POSITION
 from chronolake.lake.deletion_vectors import ENABLE_PROPERTY
 from chronolake.lake.upserts import RETRACTED, last_changes
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+_FILE, _ROW, _RANK = "__chronolake_file", "__chronolake_row", "__chronolake_rank"
 
 
 def delta_spark_available(spark: SparkSession) -> bool:
@@ -81,6 +84,23 @@ class DeltaSparkBackend(LakeBackend):
         if version is not None:
             reader = reader.option("versionAsOf", version)
         return reader.load(str(path))
+
+    def arrival_snapshot(self, path: str | Path, version: int) -> DataFrame:
+        snapshot = self.snapshot(path, version)
+        files = snapshot.inputFiles()  # the snapshot's active files: metadata-sized
+        ranks = self._arrival_ranks(path, version, files)
+        schema = StructType([
+            StructField(_FILE, StringType(), False), StructField(_RANK, LongType(), False),
+        ])
+        names = [(file_name(uri), rank) for uri, rank in zip(files, ranks, strict=True)]
+        rows = snapshot.select(
+            "*",
+            F.col("_metadata.file_name").alias(_FILE),
+            F.col("_metadata.row_index").alias(_ROW),
+        )
+        ranked = join_local(rows, schema, names, [_FILE])
+        position = F.col(_RANK) * F.lit(POSITION_STRIDE) + F.col(_ROW)
+        return ranked.select(*(f"`{n}`" for n in snapshot.columns), position.alias(POSITION))
 
     def append_dataframe(
         self,

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from chronolake.errors import DefinitionError
 from chronolake.lake.backend import LakeBackend
-from chronolake.lake.changelog import ARRIVAL_ORDER, ROW_KIND, SYSTEM_COLUMNS, RowKind
+from chronolake.lake.changelog import ARRIVAL_ORDER, POSITION, ROW_KIND, SYSTEM_COLUMNS, RowKind
 from chronolake.lake.op_column import op_row_kind
 from chronolake.lake.selector import backend_for
 from chronolake.schema import ChangelogMode, TableSpec
@@ -82,6 +82,25 @@ def read_table_state(
         raise DefinitionError(msg)
     changes = read_changelog(spark, backend, spec, root, 0, version)
     return latest_per_key(changes, spec.primary_key).drop(*SYSTEM_COLUMNS)
+
+
+def read_table_arrivals(
+    spark: SparkSession,
+    backend: LakeBackend | None,
+    spec: TableSpec,
+    root: str | Path,
+    version: int,
+) -> DataFrame:
+    """`read_table_state` at `version` plus `_position`, the order the rows arrived in: by
+    the commit that added each row, then the row's place in that commit
+    (`LakeBackend.arrival_snapshot`), so a key written several times has its latest write
+    last. An op-column table's state holds one row per key, so any distinct positions do.
+    """
+    backend = backend or backend_for(spark)
+    if spec.options.changelog is not ChangelogMode.OP_COLUMN:
+        return backend.arrival_snapshot(table_path(spec, root), version)
+    state = read_table_state(spark, backend, spec, root, version)
+    return state.withColumn(POSITION, F.monotonically_increasing_id())
 
 
 def latest_per_key(changes: DataFrame, key: Sequence[str]) -> DataFrame:

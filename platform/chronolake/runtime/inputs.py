@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from chronolake.catalog import Catalog
 from chronolake.errors import SourceError
-from chronolake.lake import read_table_state
+from chronolake.lake import read_table_arrivals
 from chronolake.lake.changelog import (
     COMMIT_TIMESTAMP,
     COMMIT_VERSION,
@@ -320,17 +320,18 @@ def _no_rows(catalog: Catalog, spec: TableSpec, version: int) -> DataFrame:
 
 
 def _snapshot_rows(catalog: Catalog, spec: TableSpec, version: int) -> DataFrame:
-    """The table at `version` as `+I` changelog rows stamped with that commit (an op-column
-    table's state is its changes applied, not its stored rows)."""
+    """The table at `version` as `+I` changelog rows stamped with that commit, positioned in
+    the order they arrived (a key written in several commits has its latest write last; an
+    op-column table's state is its changes applied, not its stored rows)."""
     path = catalog.table_path(spec)
     [commit] = catalog.backend.commits(path, version, version)
-    snapshot = read_table_state(catalog.spark, catalog.backend, spec, catalog.root, version)
+    snapshot = read_table_arrivals(catalog.spark, catalog.backend, spec, catalog.root, version)
     rows = snapshot.select(
-        "*",
+        *(F.col(f"`{c}`") for c in snapshot.columns if c != POSITION),
         F.lit(RowKind.INSERT.value).alias(ROW_KIND),
         F.lit(version).cast("long").alias(COMMIT_VERSION),
         F.timestamp_millis(F.lit(commit.timestamp_ms)).alias(COMMIT_TIMESTAMP),
-        F.monotonically_increasing_id().alias(POSITION),
+        F.col(POSITION),
     )
     return with_declared_columns(rows, spec)
 

@@ -31,7 +31,13 @@ from chronolake.joins.history import (
     split_marked_rows,
 )
 from chronolake.joins.temporal import join_query, latest_versions, matched_latest, matched_versions
-from chronolake.joins.versions import STALE_VERSION, mark_stale_versions, retained_versions
+from chronolake.joins.versions import (
+    STALE_VERSION,
+    first_versions,
+    mark_stale_versions,
+    on_time_for_first_row,
+    retained_versions,
+)
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import (
     KIND_FIGURES,
@@ -44,6 +50,7 @@ from chronolake.runtime.operator import (
     without_annotations,
 )
 from chronolake.schema import TableSpec, ViewSpec
+from chronolake.schema.spec import KeepRow
 from chronolake.sql.temporal import TemporalJoinPlan, TimeMode, plan_temporal_join
 from chronolake.watermarks._late import LateReason, side_table_rows
 from chronolake.watermarks.assigner import LATE_COLUMN
@@ -123,7 +130,10 @@ class TemporalJoinOperator(Operator):
         events = without_annotations(build.rows)
         if previous is not None:
             events = previous.unionByName(events, allowMissingColumns=True)
-        latest = reused(latest_versions(events, self.plan.build_keys))
+        if self._dedup_keep() is KeepRow.FIRST:  # the first row stays a key's latest version
+            latest = reused(first_versions(events, self.plan.build_keys, self.plan.build_time))
+        else:
+            latest = reused(latest_versions(events, self.plan.build_keys))
         if build.watermark.use_processing_time:
             ready, pending, reason = rows, rows.limit(0), None
         else:
@@ -173,16 +183,30 @@ class TemporalJoinOperator(Operator):
 
     def _version_events(self, context: RunContext, new_rows: DataFrame) -> DataFrame:
         """State versions plus this run's build events (`__tj_new` marks the latter); for a
-        deduplication view, versions older than their key's current one are dropped."""
+        deduplication view, the versions it keeps (`chronolake.joins.versions`): keep-last
+        drops versions older than their key's current one, keep-first keeps each key's
+        earliest on-time row."""
+        keep = self._dedup_keep()
+        if keep is KeepRow.FIRST:
+            new_rows = on_time_for_first_row(new_rows, self.build_time)
         fresh = without_annotations(new_rows).withColumn("__tj_new", F.lit(True))
         previous = context.state("versions")
         events = fresh if previous is None else previous.withColumn(
             "__tj_new", F.lit(False)
         ).unionByName(fresh)
-        if isinstance(self.plan.build, ViewSpec):
+        if keep is KeepRow.FIRST:
+            return first_versions(events, self.plan.build_keys, self.build_time)
+        if keep is KeepRow.LAST:
             marked = mark_stale_versions(events, self.plan.build_keys, self.build_time)
             events = marked.where(~F.col(STALE_VERSION)).drop(STALE_VERSION)
         return events
+
+    def _dedup_keep(self) -> KeepRow | None:
+        """Which row a deduplication view on the build side keeps; None for a table."""
+        build = self.plan.build
+        if isinstance(build, ViewSpec) and build.deduplication is not None:
+            return build.deduplication.keep
+        return None
 
 
 def _build_table(catalog: Catalog, build: TableSpec | ViewSpec) -> TableSpec:

@@ -34,6 +34,7 @@ from chronolake.dialect import (
     timestamp_precision,
 )
 from chronolake.errors import DefinitionError
+from chronolake.schema._expression_types import expression_type_over
 from chronolake.schema.options import DeltaOptions
 
 WATERMARK_PROPERTY_PREFIX = "schema.watermark"
@@ -324,6 +325,8 @@ def _resolved_watermark(
             f"{prefix}: SYSTEM_WATERMARK() needs a rowtime derived with SYSTEM_ROWTIME(); "
             f"declare `{head} AS SYSTEM_ROWTIME()` or use a watermark expression over the column"
         )
+    if rowtime_type is not None:
+        _check_strategy_type(prefix, watermark, rowtime_type, columns)
     if rowtime_type is None or rowtime_type == watermark.datatype:
         return watermark
     if "datatype" in watermark.model_fields_set:
@@ -332,6 +335,36 @@ def _resolved_watermark(
             f"{rowtime_type}; leave datatype out, it is taken from the column"
         )
     return watermark.model_copy(update={"datatype": rowtime_type})
+
+
+def _check_strategy_type(
+    prefix: str, watermark: WatermarkSpec, rowtime_type: str,
+    columns: tuple[PhysicalColumn | ComputedColumn | MetadataColumn, ...],
+) -> None:
+    """Flink's rule: the strategy returns TIMESTAMP(p) or TIMESTAMP_LTZ(p) with p <= 3, of the
+    rowtime's kind (the precisions may differ); checked where its type can be told here."""
+    types = {
+        c.name: expression_type(c.expression) if isinstance(c, ComputedColumn) else c.type
+        for c in columns
+    }
+    output = expression_type_over(watermark.expression, {n: t for n, t in types.items() if t})
+    if output is None:
+        return
+    precision = timestamp_precision(output)
+    if precision is not None and precision <= 3 and _root(output) == _root(rowtime_type):
+        return
+    raise DefinitionError(
+        f"{prefix} AS {watermark.expression}: the watermark output type {output} is different "
+        f"from the time field's type {rowtime_type}; the expression must return a "
+        f"{_root(rowtime_type)}(p) with p <= 3, like its time field: e.g. WATERMARK FOR "
+        f"{watermark.rowtime} AS {watermark.rowtime} - INTERVAL '5' SECOND, or CAST(... AS "
+        f"{rowtime_type})"
+    )
+
+
+def _root(type_text: str) -> str:
+    """A canonical type's name without parameters: `TIMESTAMP_LTZ(3)` -> `TIMESTAMP_LTZ`."""
+    return type_text.split("(", 1)[0].split("<", 1)[0]
 
 
 def _rowtime_type(
@@ -371,7 +404,7 @@ class DeduplicationSpec(_Frozen):
 class ViewSpec(_Frozen):
     """`CREATE VIEW name AS SELECT ...`, with the key and rowtime the query implies.
 
-    A deduplication view (`ROW_NUMBER() OVER (PARTITION BY k ORDER BY t DESC) = 1`)
+    A deduplication view (`ROW_NUMBER() OVER (PARTITION BY k ORDER BY t DESC|ASC) = 1`)
     has the inferred key `k` and keeps `t`'s time attribute: it is versioned when
     `t` is a rowtime.
     """

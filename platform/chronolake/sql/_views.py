@@ -1,12 +1,12 @@
 """`CREATE VIEW` to `ViewSpec`: which views are deduplications, and what they keep.
 
 FLIP-132: `SELECT ... FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY t
-DESC) AS rn FROM src) WHERE rn = 1` keeps the last row per `k`. Its key is `k`,
-and it keeps `t` as rowtime when `t` is `src`'s rowtime: a versioned view. Flink
-also deduplicates on a processing-time order and on `ASC` (keep the first row);
-chronolake gives both the key but no rowtime, so they are regular views (a
-keep-first view never gets a new version, so there is nothing to version). Any
-other view is regular, without a key.
+DESC) AS rn FROM src) WHERE rn = 1` keeps the last row per `k`, `ORDER BY t ASC` the
+first. Its key is `k`, and it keeps `t` as rowtime when `t` is `src`'s rowtime: a
+versioned view either way, as in Flink (a keep-first view has one version per key,
+its first row, valid from `t` on: `chronolake.joins.versions`). On a processing-time
+order it has the key but no rowtime: a regular view. Any other view is regular,
+without a key.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def view_spec(create: exp.Create, catalog: Catalog) -> ViewSpec:
         return spec  # the key is projected away: no unique key is left
     source = lookup(catalog, dedup.source, reader=f"view {name!r}")
     rowtime = None
-    if dedup.keep is KeepRow.LAST and _same(dedup.order_by, source.rowtime):
+    if _same(dedup.order_by, source.rowtime):
         rowtime = origin_to_output(dedup.order_by)
     return spec.model_copy(update={
         "primary_key": key, "rowtime": rowtime, "deduplication": dedup,

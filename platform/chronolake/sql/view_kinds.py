@@ -10,8 +10,8 @@ carries, as Flink's operators do:
   bounds plus group keys out of a window aggregate, the partition key of a
   deduplication; its rows are unique on it;
 - a *time attribute*: the probe's rowtime through a temporal join,
-  `window_time` out of a window, the ordering rowtime of a keep-last
-  deduplication, when the SELECT keeps it;
+  `window_time` out of a window, the ordering rowtime of a deduplication, when
+  the SELECT keeps it;
 - a *changelog mode*: updating (its changes hold -U/+U/-D) when its input is,
   through a temporal join; insert-only out of a window aggregate; updating
   out of a keep-last deduplication, insert-only out of a keep-first one.
