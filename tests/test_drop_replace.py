@@ -32,6 +32,7 @@ from chronolake.lake.layout import (
     state_path,
     view_data_paths,
 )
+from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.faults import FAULT_ENV, FaultPoint
 from chronolake.runtime.lock import lock_path, run_lock
 from chronolake.runtime.result import RunStatus
@@ -219,6 +220,38 @@ def test_declaring_the_same_script_again_keeps_everything(lake: Catalog) -> None
     lake.declare(DDL.replace("CREATE VIEW", "CREATE OR REPLACE VIEW"))
     assert sorted(state_path(lake.root, "enriched").iterdir()) == checkpoints
     assert materialize_view(lake, "enriched").status is RunStatus.UP_TO_DATE
+
+
+@pytest.mark.slow
+def test_a_view_stored_by_an_older_chronolake_is_refreshed_not_reset(lake: Catalog) -> None:
+    """Same query, other derived fields (an older version's spec): re-declaring the script
+    (Dagster does at every load) refreshes the entry and keeps the view's output and state."""
+    entry_file = lake.root / CATALOG_ROOT / "enriched.json"
+    stored = json.loads(entry_file.read_text())
+    stored["view"]["primary_key"] = []  # what an older chronolake might have derived
+    entry_file.write_text(json.dumps(stored))
+    checkpoints = sorted(state_path(lake.root, "enriched").iterdir())
+    lake.declare(DDL)
+    assert json.loads(entry_file.read_text())["view"]["primary_key"] == ["order_id"]
+    assert sorted(state_path(lake.root, "enriched").iterdir()) == checkpoints
+
+
+@pytest.mark.slow
+def test_a_run_that_loaded_a_view_since_replaced_writes_nothing(lake: Catalog) -> None:
+    started = DerivedTable(lake, "enriched")  # loaded, then the view changes under it
+    lake.execute(ENRICHED_WITHOUT_USD.replace("CREATE VIEW", "CREATE OR REPLACE VIEW"))
+    with pytest.raises(RunError, match="dropped or replaced while this run was starting"):
+        started.run()
+    assert not output_path(lake.root, "enriched").exists()  # the replace's reset stands
+    assert materialize_view(lake, "enriched").run == 1  # the new definition, from scratch
+
+
+def test_a_name_that_is_not_a_plain_path_component_is_refused(tmp_path: Path) -> None:
+    catalog = Catalog(tmp_path)
+    for name in ("`../../orders`", "`.hidden`", "`a/b`"):
+        with pytest.raises(DefinitionError, match="cannot name a table or view"):
+            catalog.execute(f"CREATE TABLE {name} (x BIGINT) WITH ('path' = 'x')")
+    assert not (tmp_path / CATALOG_ROOT).exists() or not list((tmp_path / CATALOG_ROOT).iterdir())
 
 
 @pytest.mark.slow

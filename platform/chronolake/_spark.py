@@ -89,7 +89,15 @@ def spark_log_path() -> Path:
     configured = os.environ.get(SPARK_LOG_ENV)
     if configured:
         return Path(configured)
-    return Path(tempfile.gettempdir()) / f"chronolake-{getpass.getuser()}" / "spark.log"
+    return Path(tempfile.gettempdir()) / f"chronolake-{_user()}" / "spark.log"
+
+
+def _user() -> str:
+    """The user's name, or uid in a container whose uid has no name."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
 
 
 def logging_java_options() -> str:

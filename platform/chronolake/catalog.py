@@ -45,6 +45,7 @@ from chronolake.sql._existing import (
     Kind,
     readers_error,
     readers_of,
+    same_definition,
     taken_error,
     unknown_error,
     wrong_kind_error,
@@ -208,18 +209,23 @@ class Catalog:
             current = _loaded(path)
             if current is not None and current.spec == spec:
                 return spec
+            if current is not None and same_definition(current.spec, spec):
+                return self._write_entry(spec)  # what chronolake derives, refreshed
             if not replace:
                 raise taken_error(spec.name, current.kind if current else None, kind)
             self.drop(spec.name, kind=kind)
         elif self._pending_file(spec.name).exists() or has_view_data(self.root, spec.name):
             self._finish_drop(spec.name, f"register {kind} {spec.name!r}")
+        return self._write_entry(spec, statement_text)
+
+    def _write_entry(self, spec: Spec, statement_text: str | None = None) -> Spec:
         entry = CatalogEntry(
-            kind=kind,
+            kind="table" if isinstance(spec, TableSpec) else "view",
             table=spec if isinstance(spec, TableSpec) else None,
             view=spec if isinstance(spec, ViewSpec) else None,
             statement=statement_text,
         )
-        write_text_atomically(path, entry.model_dump_json(indent=2))
+        write_text_atomically(self._entry_file(spec.name), entry.model_dump_json(indent=2))
         return spec
 
     def drop(self, name: str, *, kind: Kind | None = None, if_exists: bool = False) -> Dropped:

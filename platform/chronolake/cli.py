@@ -166,10 +166,13 @@ def sql(lake: Path, script: click.utils.LazyFile, output_format: str, verbose: b
     for number, node in enumerate(statements, start=1):
         shown = _shorten(node.sql(dialect=Flink, comments=False))
         step.doing = f"statement {number} of {source} ({shown})"
+        removing = isinstance(node, exp.Drop) or bool(node.args.get("replace"))
         step.interrupted = (
-            f"interrupted at statement {number} of {source}; the statements before it took "
-            "effect, nothing is half-written"
-            if number > 1 else _Step.interrupted
+            _Step.interrupted if number == 1 and not removing else
+            f"interrupted at statement {number} of {source}"
+            + ("; the statements before it took effect" if number > 1 else "")
+            + ("; a DROP or CREATE OR REPLACE cut short is finished by running it again"
+               if removing else "")
         )
         item = next(results, None)
         if item is None:

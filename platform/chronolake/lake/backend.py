@@ -203,13 +203,15 @@ class LakeBackend(ABC):
         order: by the commit that added it, then its place among that commit's adds. A file
         whose `add` the log no longer holds (log cleanup) arrived before every logged one;
         those keep their order in `files`. Files are told apart by name, as Delta writers
-        name them uniquely. Metadata-sized: one read of the log's commits up to `version`."""
+        name them uniquely. Rows that OPTIMIZE rewrote take the OPTIMIZE commit's place.
+        Metadata-sized: one read of the log's commits up to `version`."""
         added: dict[str, tuple[int, int]] = {}
         commits = self._read_log(path, range(version + 1))
         for commit_version in sorted(commits):
             adds = [a for a in commits[commit_version].actions if a.kind is ActionKind.ADD]
             for index, action in enumerate(adds):
-                added[file_name(action.path)] = (commit_version, index)
+                # the first add: a deletion vector re-adds a file under its path, rows unmoved
+                added.setdefault(file_name(action.path), (commit_version, index))
         keys = [added.get(file_name(f), (-1, i)) for i, f in enumerate(files)]
         ranks = [0] * len(files)
         for rank, index in enumerate(sorted(range(len(files)), key=keys.__getitem__)):

@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame
 from chronolake._spark import parquet_pages_of
 from chronolake.catalog import Catalog
 from chronolake.clock import Clock, WallClock
-from chronolake.errors import DefinitionError, RunError
+from chronolake.errors import ChronolakeError, DefinitionError, RunError
 from chronolake.joins.history import HISTORY_PAGE_ROWS
 from chronolake.lake.changelog import SYSTEM_COLUMNS, RowKind
 from chronolake.lake.layout import LATE_ROOT, LOCK_ROOT, STATE_ROOT, output_path
@@ -124,11 +124,27 @@ class DerivedTable:
         has been written.
         """
         with run_lock(self._lock_dir, self.name):
+            self._check_registration()
             plan = self.prepare(full_refresh=full_refresh)
             if plan is None:
                 return self.up_to_date()
             reads = self.assign(self.read(plan))
             return self._commit(plan, reads, self.operate(plan, reads))
+
+    def _check_registration(self) -> None:
+        """Refuse to write when the view was dropped or replaced after this run loaded it (a
+        DROP or CREATE OR REPLACE holds the run lock while it removes the view's data, so,
+        under the lock, the registration read now is the one the output must follow)."""
+        try:
+            current = self.catalog.spec(self.name)
+        except (ChronolakeError, OSError):  # gone, or its entry moved aside by a drop
+            current = None
+        if current != self.view:
+            msg = (
+                f"{self.name!r} was dropped or replaced while this run was starting; nothing "
+                f"was written{': run it again' if current is not None else ''}"
+            )
+            raise RunError(msg)
 
     def prepare(self, *, full_refresh: bool = False) -> RunPlan | None:
         """Fix what the next run reads; None when no input moved (nothing to do).
@@ -205,6 +221,7 @@ class DerivedTable:
         was prepared (prepare again and rerun).
         """
         with run_lock(self._lock_dir, self.name):
+            self._check_registration()
             latest = self.store.latest().run
             if latest != plan.committed.run:
                 raise RunError(

@@ -40,6 +40,18 @@ from chronolake.schema.options import DeltaOptions
 WATERMARK_PROPERTY_PREFIX = "schema.watermark"
 
 
+
+def catalog_name(name: str) -> str:
+    """`name`, refused unless it can name the view's folders under `_chronolake/` (the lake's
+    layout uses it as a path component): no `/`, `\\` or NUL, not starting with a dot."""
+    if not name or name.startswith(".") or any(c in name for c in "/\\\0"):
+        msg = (
+            f"{name!r} cannot name a table or view: a name may not be empty, start with '.', "
+            "or hold '/', '\\' or NUL; choose a plain name (letters, digits, '_')"
+        )
+        raise DefinitionError(msg)
+    return name
+
 class TableKind(StrEnum):
     """FLIP-132: a table with primary key and rowtime is versioned, any other regular."""
 
@@ -183,6 +195,7 @@ class TableSpec(_Frozen):
     """
 
     name: str = Field(..., description="Table name in the catalog.")
+    _name = field_validator("name")(classmethod(lambda cls, v: catalog_name(v)))
     columns: tuple[Column, ...] = Field(..., description="Physical, computed and metadata columns.")
     watermark: WatermarkSpec | None = Field(None, description="The rowtime attribute, if any.")
     primary_key: tuple[str, ...] = Field((), description="PRIMARY KEY (...) NOT ENFORCED.")
@@ -410,6 +423,7 @@ class ViewSpec(_Frozen):
     """
 
     name: str = Field(..., description="View name in the catalog.")
+    _name = field_validator("name")(classmethod(lambda cls, v: catalog_name(v)))
     query: str = Field(..., description="The SELECT, as canonical Flink SQL.")
     primary_key: tuple[str, ...] = Field((), description="Key inferred from the query.")
     rowtime: str | None = Field(None, description="Rowtime attribute the view keeps.")

@@ -4,7 +4,7 @@ One set of rules for a script checked before it runs (`ddl.parse_statements`) an
 catalog that applies it (`Catalog.register`, `Catalog.drop`):
 
 - a name is one table or one view; `CREATE` of a taken name is a no-op when the definition
-  is the same, else refused unless it says `OR REPLACE`;
+  is the same (`same_definition`), else refused unless it says `OR REPLACE`;
 - a table or view that other views read (directly, in their FROM or JOIN) cannot be
   dropped or replaced by a different definition until they are dropped: their output and
   state were built on what it is now.
@@ -17,9 +17,21 @@ from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from chronolake.errors import DefinitionError
+from chronolake.schema import TableSpec, ViewSpec
 from chronolake.sql.query import referenced_tables
 
 Kind = Literal["table", "view"]
+
+
+def same_definition(current: TableSpec | ViewSpec, new: TableSpec | ViewSpec) -> bool:
+    """Whether declaring `new` over `current` changes nothing the user wrote: the same spec,
+    or a view with the same query. What chronolake derives from a view's query (its kind,
+    time attribute, deduplication) may differ between its versions; re-declaring refreshes
+    that, and never resets the view's output and state."""
+    if current == new:
+        return True
+    return (isinstance(current, ViewSpec) and isinstance(new, ViewSpec)
+            and current.name == new.name and current.query == new.query)
 
 
 def readers_of(name: str, queries: Mapping[str, str]) -> list[str]:

@@ -27,6 +27,7 @@ from chronolake.schema import TableSpec, ViewSpec
 from chronolake.sql._existing import (
     readers_error,
     readers_of,
+    same_definition,
     taken_error,
     unknown_error,
     wrong_kind_error,
@@ -116,7 +117,7 @@ def _create(node: exp.Create, known: dict[str, Spec]) -> Statement:
     node.set("exists", False)
     spec = _spec(node, known)
     current = known.get(spec.name.lower())
-    if current is None or current == spec:
+    if current is None or same_definition(current, spec):
         known[spec.name.lower()] = spec
         return spec
     if if_not_exists:
