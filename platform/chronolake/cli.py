@@ -238,9 +238,8 @@ def feed(lake: Path, seed: int | None) -> None:
 
     Then `chronolake run` a view (or materialize it in Dagster) to see them go through.
     """
-    from deltalake import DeltaTable
-
     from chronolake.demo import feed_demo_lake
+    from chronolake.lake.tables import is_table, table_version
     from chronolake.output import print_feed
 
     step = _step()
@@ -250,13 +249,13 @@ def feed(lake: Path, seed: int | None) -> None:
         "commit): run `chronolake feed` again for more"
     )
     tables = {name: lake / name for name in ("orders", "rates")}
-    if not all(DeltaTable.is_deltatable(str(path)) for path in tables.values()):
+    if not all(is_table(path) for path in tables.values()):
         msg = (
             f"no demo lake at {lake}: expected the Delta tables orders/ and rates/ there; build "
             f"it with `chronolake demo --lake {lake}`, or pass the demo lake's --lake"
         )
         raise SourceError(msg)
-    before = {name: DeltaTable(str(path)).version() for name, path in tables.items()}
+    before = {name: table_version(path) for name, path in tables.items()}
     after = feed_demo_lake(lake, seed=before["orders"] if seed is None else seed)
     print_feed(tables, before, after)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from deltalake import DeltaTable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, TimestampNTZType, TimestampType
@@ -14,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chronolake.lake.tables import latest_commits
 from chronolake.runtime.result import RunResult
 from chronolake.status import TableStatus
 
@@ -103,7 +103,7 @@ def print_feed(tables: dict[str, Path], before: dict[str, int], after: dict[str,
             print(f"{name}: nothing new")
             continue
         counts = dict.fromkeys(_ROW_METRICS.values(), 0)
-        for commit in DeltaTable(str(path)).history(limit=after[name] - before[name]):
+        for commit in latest_commits(path, after[name] - before[name]):
             for metric, what in _ROW_METRICS.items():
                 counts[what] += int(commit.get("operationMetrics", {}).get(metric, 0))
         changes = ", ".join(f"{what} {count}" for what, count in counts.items() if count)

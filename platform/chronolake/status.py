@@ -7,12 +7,12 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from deltalake import DeltaTable
 from pydantic import BaseModel, ConfigDict, Field
 
 from chronolake.catalog import load_entries
 from chronolake.lake.layout import output_path, state_path
 from chronolake.lake.stamps import stamped_watermark
+from chronolake.lake.tables import is_table, latest_commits
 from chronolake.runtime.checkpoint import CheckpointStore
 from chronolake.runtime.last_error import last_failure
 
@@ -54,8 +54,8 @@ def _view_status(root: Path, name: str) -> dict[str, object]:
     latest commit) and the error of its last run if that failed."""
     fields: dict[str, object] = {}
     output = output_path(root, name)
-    if DeltaTable.is_deltatable(str(output)):
-        [commit] = DeltaTable(str(output)).history(limit=1)
+    if is_table(output):
+        [commit] = latest_commits(output, 1)
         fields["watermark"] = _instant(stamped_watermark(commit))
         fields["last_run"] = commit.get("version")
         fields["last_run_at"] = _instant(commit.get("timestamp"))

@@ -24,6 +24,17 @@ def table_version(path: str | Path) -> int:
     return _table(path).version()
 
 
+def is_table(path: str | Path) -> bool:
+    """Whether `path` holds a Delta table (its log, no Spark)."""
+    return DeltaTable.is_deltatable(str(path))
+
+
+def latest_commits(path: str | Path, count: int) -> list[dict[str, object]]:
+    """The `count` latest commits' `commitInfo` (newest first, with `version` and
+    `operationMetrics`), from the log alone."""
+    return _table(path).history(limit=count)
+
+
 def table_row_count(path: str | Path) -> int:
     """Rows in the latest version, summed from the log's per-file statistics less the rows
     deletion vectors delete (no Spark).
