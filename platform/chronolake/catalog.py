@@ -16,9 +16,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pyspark.sql import DataFrame, SparkSession
+from sqlglot import exp
 
 from chronolake._atomic import write_text_atomically
 from chronolake._spark import local_spark_session
+from chronolake.dialect import spark_sql
 from chronolake.errors import DefinitionError, SourceError
 from chronolake.joins.temporal import (
     join_query,
@@ -30,6 +32,7 @@ from chronolake.joins.versions import first_versions, forward_newer_versions
 from chronolake.lake import LakeBackend, backend_for
 from chronolake.lake.layout import CATALOG_ROOT, output_path
 from chronolake.lake.reader import latest_per_key
+from chronolake.lake.stamps import latest_recorded_watermark
 from chronolake.lake.tables import stored_schema
 from chronolake.relations import changelog_dataframe, relation_dataframe
 from chronolake.runtime.removal import (
@@ -38,7 +41,7 @@ from chronolake.runtime.removal import (
     removal_lock,
     remove_view_data,
 )
-from chronolake.schema import ChangelogMode, TableSpec, ViewSpec
+from chronolake.schema import ChangelogMode, StartupMode, TableSpec, ViewSpec
 from chronolake.schema.spec import KeepRow
 from chronolake.schema.type_compat import check_stored_types
 from chronolake.sql._existing import (
@@ -50,8 +53,9 @@ from chronolake.sql._existing import (
     unknown_error,
     wrong_kind_error,
 )
+from chronolake.sql.current_watermark import HeldWatermark, bind, held_by, uses_current_watermark
 from chronolake.sql.ddl import DropStatement, QueryStatement, Statement, parse_statements
-from chronolake.sql.query import referenced_tables, temporal_joins, to_spark
+from chronolake.sql.query import parse_query, referenced_tables, temporal_joins, to_spark
 from chronolake.sql.temporal import TemporalJoinPlan, TimeMode, plan_temporal_join
 from chronolake.sql.view_kinds import (
     is_derived,
@@ -59,6 +63,7 @@ from chronolake.sql.view_kinds import (
     plain_source,
     through_view_spec,
 )
+from chronolake.watermarks.assigner import WatermarkAssigner
 
 Spec = TableSpec | ViewSpec
 _ENTRY, _DROPPING = ".json", ".dropping"  # a registration; one a drop is removing
@@ -358,7 +363,7 @@ class Catalog:
             self._register_temp_view(name.lower(), specs)
         if temporal_joins(query):
             return self._temporal_join(plan_temporal_join(query, specs), specs)
-        return self.spark.sql(to_spark(query))
+        return self.spark.sql(self._spark_query(query, specs))
 
     def changelog(self, name: str, start_version: int = 0, end_version: int | None = None
                   ) -> DataFrame:
@@ -408,10 +413,36 @@ class Catalog:
             specs = self.input_specs(spec.query)
             for inner in referenced_tables(spec.query):
                 self._register_temp_view(inner.lower(), specs)
-            self.spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{name}` AS {to_spark(spec.query)}")
+            text = self._spark_query(spec.query, specs)
+            self.spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{name}` AS {text}")
         else:
             frame = relation_dataframe(self.spark, self.backend, spec, self.root)
             frame.createOrReplaceTempView(name)
+
+    def _spark_query(self, query: str, specs: dict[str, Spec]) -> str:
+        """Spark SQL of a query read now: `CURRENT_WATERMARK` is what each table holds now."""
+        if not uses_current_watermark(query):
+            return to_spark(query)
+        tree = parse_query(query)
+        held: dict[str, HeldWatermark] = {}
+        for table in tree.find_all(exp.Table):
+            spec = specs.get(table.name.lower())
+            if isinstance(spec, TableSpec):
+                found = held_by(spec, self._watermark_now(spec))
+                if found is not None:
+                    held |= {table.name.lower(): found, table.alias_or_name.lower(): found}
+        return spark_sql(bind(tree, held, where=f"query {query!r}"))
+
+    def _watermark_now(self, spec: TableSpec) -> int | None:
+        """The watermark a table holds now: a derived table's last recorded one; a source's
+        generated over all its commits (one Spark job); None under processing time."""
+        if spec.derived:
+            return latest_recorded_watermark(self.table_path(spec))
+        hybrid = spec.options.startup_mode is StartupMode.SNAPSHOT_THEN_CHANGELOG
+        if spec.watermark is None or hybrid:
+            return None
+        assigner = WatermarkAssigner.for_table(spec)
+        return assigner.assign(self.changelog(spec.name)).state().watermark
 
     def _drop_statement(self, statement: DropStatement) -> Dropped:
         """A DROP; for a replacement, the drop and then the new definition registered."""

@@ -20,6 +20,7 @@ from chronolake.lake.changelog import (
 )
 from chronolake.lake.reader import latest_per_key
 from chronolake.schema import ChangelogMode, ComputedColumn, MetadataColumn, MetadataKey, TableSpec
+from chronolake.sql.current_watermark import HeldWatermark, bind, calls
 from chronolake.sql.query import parse_query
 
 _METADATA_SOURCES = {
@@ -92,13 +93,18 @@ def changelog_dataframe(
     return with_declared_columns(changes, spec)
 
 
-def through_view_rows(rows: DataFrame, query: str, carried: Sequence[str]) -> DataFrame:
+def through_view_rows(
+    rows: DataFrame, query: str, carried: Sequence[str], held: HeldWatermark | None = None
+) -> DataFrame:
     """A plain view's SELECT (`query`, over one relation) applied to each change of its
     source, as Flink's Calc applies it: the WHERE drops a change (an update's two halves are
     judged each on its own values), the SELECT list computes the view's columns, and the
-    `carried` columns (row kind, arrival order, watermark annotations) pass through."""
+    `carried` columns (row kind, arrival order, watermark annotations) pass through.
+    `held` is the watermark the source holds at the run's start, for `CURRENT_WATERMARK`."""
     select = parse_query(query)
     alias = select.args["from_"].this.alias_or_name
+    if calls(select):
+        select = bind(select, {alias.lower(): held} if held else {}, where=f"view {query!r}")
     frame = rows.alias(alias)
     where = select.args.get("where")
     if where is not None:

@@ -49,6 +49,7 @@ from chronolake.runtime.source_checks import (
 )
 from chronolake.schema import StartupMode, TableSpec
 from chronolake.schema.options import SPLIT_BY_PARTITIONS
+from chronolake.sql.current_watermark import held_by
 from chronolake.watermarks._progress import SplitTick
 from chronolake.watermarks.assigner import (
     LATE_COLUMN,
@@ -225,9 +226,11 @@ def assign_watermarks(
         return assigned
     rows = assigned.rows
     carried = [c for c in (*SYSTEM_COLUMNS, WATERMARK_COLUMN, LATE_COLUMN) if c in rows.columns]
+    started = read.position.watermarks.watermark  # the source's, as the last run left it
     for view in read.views:
         assert view.through_view is not None
-        rows = through_view_rows(rows, view.through_view.query, carried)
+        held = held_by(view.through_view.source, started)
+        rows = through_view_rows(rows, view.through_view.query, carried, held)
     return InputRead(read.views[-1], rows, assigned.watermark, assigned.position,
                      read.switched_at)
 

@@ -38,6 +38,7 @@ from chronolake.runtime.operator import (
     reused,
 )
 from chronolake.schema import ViewSpec
+from chronolake.sql.current_watermark import bind_spark_sql, held_by
 from chronolake.sql.view_kinds import is_updating
 from chronolake.sql.window import WINDOW_COLUMNS, WindowPlan, plan_window_aggregate
 from chronolake.watermarks._late import REASON_COLUMN, LateReason
@@ -93,7 +94,7 @@ class WindowAggregateOperator(Operator):
         read = reads[self.source.name]
         rows = reused(read.rows)  # read once: output, side table, state and figures
         # The view's WHERE filters rows before their windows, as in Flink: never late.
-        kept = rows if self.plan.where is None else rows.where(F.expr(self.plan.where))
+        kept = rows if self.plan.where is None else rows.where(F.expr(self._where(context)))
         rowtime = self._rowtime(read, kept)
         started = context.checkpoint.watermark
         ending = LONG_MIN if watermark_ms is None else watermark_ms
@@ -130,6 +131,15 @@ class WindowAggregateOperator(Operator):
             history=None,
             figures=figures,
         )
+
+    def _where(self, context: RunContext) -> str:
+        """The view's WHERE, `CURRENT_WATERMARK` being the source's at the run's start."""
+        assert self.plan.where is not None
+        start = context.checkpoint.inputs.get(self.source.name)
+        held = held_by(self.source, start.watermarks.watermark if start else None)
+        where = f"window view over {self.source.name!r}"
+        return bind_spark_sql(self.plan.where, {self.source.name.lower(): held} if held else {},
+                              where=where)
 
     def _rowtime(self, read: InputRead, rows: DataFrame) -> Column:
         """The DESCRIPTOR column (for `SYSTEM_ROWTIME()`, the commit timestamp); its type is

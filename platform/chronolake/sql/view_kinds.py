@@ -41,6 +41,7 @@ from chronolake.schema.spec import (
     WatermarkSpec,
 )
 from chronolake.sql._names import lookup, relation_name
+from chronolake.sql.current_watermark import refuse_current_watermark
 from chronolake.sql.query import TemporalJoinRef, parse_query, temporal_joins
 from chronolake.sql.window import is_window_aggregate
 from chronolake.windows.tvf import WINDOW_END, WINDOW_START, WINDOW_TIME
@@ -66,6 +67,15 @@ def view_kind(view: ViewSpec) -> ViewKind:
     if view.deduplication is not None:
         return ViewKind.DEDUPLICATION
     return ViewKind.PLAIN
+
+
+def check_current_watermark(view: ViewSpec) -> None:
+    """Refuse `CURRENT_WATERMARK` where the view's operator cannot give it a value."""
+    kind = view_kind(view)
+    if kind is not ViewKind.PLAIN:
+        refuse_current_watermark(parse_query(view.query), view.name,
+                                 kind=kind.value.replace("_", " "),
+                                 filter_only=kind is ViewKind.WINDOW_AGGREGATE)
 
 
 def is_derived(spec: TableSpec | ViewSpec) -> bool:
