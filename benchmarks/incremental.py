@@ -8,7 +8,8 @@ AS OF order_time) and materializes it with `chronolake.runtime.views.materialize
 2. an on-time increment: `--new-orders` orders and `--new-rates` rate changes after the
    history;
 3. the same increment with `--late-percent` of its orders late (their times fall inside the
-   history, below the watermark), which DESIGN.md joins against the version history;
+   history, below the watermark), which chronolake joins against the version history
+   (`docs/design.md`, Temporal join);
 4. the same again with the late orders at most `--slightly-late-seconds` below the last run's
    watermark: late as data usually is, and not older than their keys' versions in state.
 

@@ -1,4 +1,5 @@
-"""A small pure-Python reference model of DESIGN.md's event-time temporal join, run by run.
+"""A small pure-Python reference model of the event-time temporal join, run by run, as
+`docs/design.md` describes it ("Versioned and regular tables", "Temporal join").
 
 The model knows nothing of Spark or Delta: probe rows and build events are plain
 records in arrival order, times are whole minutes, and each run is one tick (as

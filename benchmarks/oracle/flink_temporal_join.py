@@ -116,10 +116,10 @@ def _flink_rows(jobs: list[dict], results: dict[str, list[list]]
 
 
 def watermarks(lake: Lake, runs: LakeRuns) -> list[int | None]:
-    """The join's watermark (seconds) after each run by DESIGN.md's rule, not Flink's: a run
-    is one tick; each side's watermark is max(time) - delay over every row it has read, -U
-    and -D included; the join's is the min of both, never decreasing, and does not move while
-    a side has read nothing."""
+    """The join's watermark (seconds) after each run by chronolake's rule (`docs/design.md`,
+    A derived table's output watermark), not Flink's: a run is one tick; each side's
+    watermark is max(time) - delay over every row it has read, -U and -D included; the join's
+    is the min of both, never decreasing, and does not move while a side has read nothing."""
     config = lake.config
     watermark: int | None = None
     out = []

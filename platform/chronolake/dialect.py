@@ -38,9 +38,19 @@ class MetadataColumnConstraint(exp.Expression, exp.ColumnConstraintKind):
 
 
 class TableArgument(exp.Expression):
-    """`TABLE t` as the argument of a window table function (`TUMBLE(TABLE t, ...)`)."""
+    """`TABLE t` as the argument of a window table function (`TUMBLE(TABLE t, ...)`), with
+    SESSION's optional `PARTITION BY k` / `PARTITION BY (k1, k2)` (`partition`: the columns)."""
 
-    arg_types = {"this": True}
+    arg_types = {"this": True, "partition": False}
+
+
+_WINDOW_PARAMETERS = {
+    "TUMBLE": ("DATA", "TIMECOL", "SIZE", "OFFSET"),
+    "HOP": ("DATA", "TIMECOL", "SLIDE", "SIZE", "OFFSET"),
+    "CUMULATE": ("DATA", "TIMECOL", "STEP", "SIZE", "OFFSET"),
+    "SESSION": ("DATA", "TIMECOL", "GAP"),
+}
+"""Flink's parameter names of the window functions (`TUMBLE(DATA => TABLE t, ...)`)."""
 
 
 def _window_tvf_parser(name: str) -> Callable[[Flink.Parser], exp.Expr]:
@@ -71,6 +81,7 @@ class Flink(Dialect):
             TokenType.LOCALTIMESTAMP: exp.Localtimestamp,
         }
         FUNCTIONS = {**parser.Parser.FUNCTIONS, "ROW": exp.Struct.from_arg_list}
+        FUNC_TOKENS = {*parser.Parser.FUNC_TOKENS, TokenType.SESSION}  # SESSION(TABLE t, ...)
         FUNCTION_PARSERS = {
             **parser.Parser.FUNCTION_PARSERS,
             **{name: _window_tvf_parser(name) for name in ("TUMBLE", "HOP", "CUMULATE", "SESSION")},
@@ -121,12 +132,50 @@ class Flink(Dialect):
 
         def _parse_window_tvf(self, name: str) -> exp.Anonymous:
             def argument() -> exp.Expr | None:
+                if self._next and self._next.token_type == TokenType.FARROW:  # NAME => value
+                    key = exp.var(self._curr.text.upper()) if self._curr else None
+                    self._advance(2)
+                    return self.expression(exp.Kwarg(this=key, expression=argument()))
                 if self._match(TokenType.TABLE):
-                    return self.expression(TableArgument(this=self._parse_table_parts()))
+                    return self.expression(TableArgument(
+                        this=self._parse_table_parts(), partition=self._parse_table_partition()
+                    ))
                 return self._parse_lambda()
 
-            arguments = self._parse_csv(argument)
+            arguments = self._window_arguments(name, self._parse_csv(argument))
             return self.expression(exp.Anonymous(this=name, expressions=arguments))
+
+        def _parse_table_partition(self) -> list[exp.Expr] | None:
+            """Calcite's `PARTITION BY k` or `PARTITION BY (k1, k2)` after `TABLE t`."""
+            if not self._match(TokenType.PARTITION_BY):
+                return None
+            if self._match(TokenType.L_PAREN):
+                columns = self._parse_csv(self._parse_column)
+                self._match_r_paren()
+                return columns
+            return [self._parse_column()]
+
+        def _window_arguments(self, name: str, arguments: list[exp.Expr]) -> list[exp.Expr]:
+            """Named arguments (`SIZE => INTERVAL '1' HOUR`) put in Flink's parameter order, so
+            that the planner reads one form; every argument is named, or none."""
+            named = [arg for arg in arguments if isinstance(arg, exp.Kwarg)]
+            if not named:
+                return arguments
+            parameters = _WINDOW_PARAMETERS[name]
+            form = f"{name}({', '.join(f'{p} => ...' for p in parameters)})"
+            if len(named) < len(arguments):
+                self.raise_error(f"{name}: name every argument or none, e.g. {form}")
+            given: dict[str, exp.Expr] = {}
+            for arg in named:
+                key = arg.this.name
+                if key not in parameters or key in given:
+                    problem = "is named twice" if key in given else "is not a parameter"
+                    self.raise_error(f"{name}: {key} {problem}; write {form}")
+                given[key] = arg.expression
+            missing = [p for p in parameters if p not in given and p != "OFFSET"]
+            if missing:
+                self.raise_error(f"{name}: {', '.join(missing)} missing; write {form}")
+            return [given[p] for p in parameters if p in given]
 
         def _parse_primary_key(self, *args: object, **kwargs: object) -> exp.Expr:
             key = super()._parse_primary_key(*args, **kwargs)  # type: ignore[arg-type]
@@ -155,7 +204,10 @@ class Flink(Dialect):
                     "VIRTUAL" if e.args.get("virtual") else "",
                 ) if part
             ),
-            TableArgument: lambda self, e: f"TABLE {self.sql(e, 'this')}",
+            TableArgument: lambda self, e: f"TABLE {self.sql(e, 'this')}" + (
+                f" PARTITION BY ({self.expressions(e, key='partition', flat=True)})"
+                if e.args.get("partition") else ""
+            ),
         }
 
         def version_sql(self, expression: exp.Version) -> str:

@@ -181,10 +181,17 @@ deduplication = _operator_op(
     "The deduplication's step: per key, the row it keeps now (+I, or -U/+U when a newer row "
     "replaces the kept one; -D when the key's latest event deletes it); count the figures.",
 )
+interval_join = _operator_op(
+    "interval_join",
+    "The interval join's step: join new rows with each other and the other input's state, "
+    "pad the outer rows whose interval the watermark passed unmatched, keep the rest in "
+    "state; count the figures.",
+)
 _OPERATOR_OPS = {
     ViewKind.TEMPORAL_JOIN: temporal_join,
     ViewKind.WINDOW_AGGREGATE: window_aggregate,
     ViewKind.DEDUPLICATION: deduplication,
+    ViewKind.INTERVAL_JOIN: interval_join,
 }
 
 _CHECK_OUTS = {name: Out(Nothing) for name in RUN_CHECKS}

@@ -5,8 +5,8 @@ what passes between them holds lazy Spark DataFrames bound to the run's
 session, which cannot be pickled. So they stay in this process's memory under
 their own IO manager key: the code location's default IO manager and every
 other asset keep their behaviour. The run's ops must therefore execute in one
-process: `Definitions(executor=in_process_executor)`, which DESIGN.md asks for
-anyway (one Spark session per run, no JVM per step).
+process: `Definitions(executor=in_process_executor)`, which the design asks for
+anyway (one Spark session per run, no JVM per step: `docs/design.md`, "Runs in Dagster").
 """
 
 # No `from __future__ import annotations` here: Dagster reads the `context` annotation at

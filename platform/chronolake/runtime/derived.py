@@ -169,7 +169,7 @@ class DerivedTable:
         return RunResult(
             table=self.name, run=committed.run, status=RunStatus.UP_TO_DATE,
             message="no new commits in any input since the last run: nothing to do",
-            watermark_ms=committed.watermark,
+            watermark_ms=self._output_watermark(committed.watermark),
             figures={"pending_rows": committed.counters.get("pending_rows", 0)},
         )
 
@@ -301,6 +301,10 @@ class DerivedTable:
             current = combined.timestamp
         return max(current, checkpoint.watermark or current)
 
+    def _output_watermark(self, watermark_ms: int | None) -> int | None:
+        """The watermark stamped on the output: the operator's, less its output delay."""
+        return None if watermark_ms is None else watermark_ms - self.operator.output_delay_ms
+
     # -- state and history -----------------------------------------------------------------
 
     def _history(self) -> DataFrame | None:
@@ -324,7 +328,8 @@ class DerivedTable:
         number, intent = plan.number, plan.intent
         combined = min(read.watermark for read in reads.values())
         watermark_ms = self._watermark_ms(plan.base, combined)
-        output_version = self._write(number, step, watermark_ms, replace=intent.full_refresh)
+        output_ms = self._output_watermark(watermark_ms)
+        output_version = self._write(number, step, output_ms, replace=intent.full_refresh)
         self.store.commit(
             Checkpoint(
                 run=number,
@@ -349,7 +354,7 @@ class DerivedTable:
                 name: (starts[name].version + 1, end) for name, end in intent.end_versions.items()
             },
             figures=step.figures,
-            watermark_ms=watermark_ms,
+            watermark_ms=output_ms,
             processing_time=combined.use_processing_time,
             source_phases={name: read.phase for name, read in reads.items()},
             switch_versions={

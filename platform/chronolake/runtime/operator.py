@@ -82,6 +82,10 @@ class Operator(ABC):
     """The tables whose commits feed the operator, read by the run."""
     event_time: bool
     """Whether the output watermark follows event time (else processing time)."""
+    output_delay_ms: int = 0
+    """How far the output's watermark trails the operator's: an interval join emits rows up
+    to that far behind its inputs' watermark (Flink's max output delay), so its output's
+    watermark is held back by as much, and downstream finds none of them late."""
     clock_driven: bool = False
     """Whether the clock alone can release held rows (windows closing by processing time),
     so a run is due even when no input moved."""

@@ -1,4 +1,5 @@
-"""The window aggregate as a run operator: TUMBLE / HOP windows emitted once, when they close.
+"""The window aggregate as a run operator: TUMBLE / HOP / CUMULATE windows emitted once, when
+they close.
 
 A window view (`chronolake.sql.window`) reads one table, or a derived table's
 change feed. Each run places the new rows (after the view's WHERE) in their
@@ -16,6 +17,13 @@ source without one (or a hybrid source) emits processing-time watermarks: the
 watermark is then the clock's time (`RunContext.clock`), so the same query closes
 its windows by the clock: a window fires in the first run after its end, and a
 row arriving for a window that an earlier run closed is late.
+
+SESSION windows merge instead of being fixed (`chronolake.windows.session`): the
+same run protocol, state and figures, with `open_windows` counting open sessions.
+
+A window Top-N or deduplication view (`chronolake.sql.window_rank`) ranks the rows of
+the windows fired in the run, after the aggregate or straight over the window's rows
+(`chronolake.windows.rank`): emitted once per window too, insert-only.
 """
 
 from __future__ import annotations
@@ -41,11 +49,21 @@ from chronolake.schema import ViewSpec
 from chronolake.sql.current_watermark import bind_spark_sql, held_by
 from chronolake.sql.view_kinds import is_updating
 from chronolake.sql.window import WINDOW_COLUMNS, WindowPlan, plan_window_aggregate
+from chronolake.sql.window_rank import WindowRankPlan, is_window_rank, plan_window_rank
 from chronolake.watermarks._late import REASON_COLUMN, LateReason
 from chronolake.watermarks._millis import is_timestamp
 from chronolake.watermarks.assigner import WatermarkAssigner
 from chronolake.watermarks.watermark import LONG_MIN, Watermark
-from chronolake.windows.tvf import WINDOW_END, WINDOW_START, Windows, open_windows, split_windows
+from chronolake.windows.rank import ranked_rows
+from chronolake.windows.session import open_sessions, split_sessions
+from chronolake.windows.tvf import (
+    WINDOW_END,
+    WINDOW_START,
+    WindowKind,
+    WindowSplit,
+    open_windows,
+    split_windows,
+)
 
 OPEN_ROLE = "open"
 """The state table of the rows held in open windows."""
@@ -58,7 +76,7 @@ _HAVING = "__w_having"
 
 
 class WindowAggregateOperator(Operator):
-    """A view `SELECT ... FROM TABLE(TUMBLE|HOP(TABLE t, ...)) GROUP BY window_start,
+    """A view `SELECT ... FROM TABLE(TUMBLE|HOP|CUMULATE(TABLE t, ...)) GROUP BY window_start,
     window_end, ...`, run incrementally.
 
     Example:
@@ -71,15 +89,27 @@ class WindowAggregateOperator(Operator):
 
     def __init__(self, catalog: Catalog, view: ViewSpec) -> None:
         specs = catalog.operator_inputs(view.query)
-        self.plan: WindowPlan = plan_window_aggregate(view.query, specs)
+        # A window Top-N / deduplication ranks the window stage's rows (`windows.rank`).
+        self.rank: WindowRankPlan | None = (
+            plan_window_rank(view.query, specs) if is_window_rank(view.query) else None
+        )
+        self.plan: WindowPlan = (
+            self.rank.window if self.rank else plan_window_aggregate(view.query, specs)
+        )
         self.source = self.plan.source
         self.inputs = (self.source,)
         self.event_time = self.plan.event_time
         self.clock_driven = not self.event_time
-        self.windows = Windows(
-            kind=self.plan.kind, size_ms=self.plan.size_ms, slide_ms=self.plan.slide_ms
-        )
+        self.windows = self.plan.windows
         self.updating = is_updating(self.source)
+        if self.updating and self.plan.rows:
+            msg = (
+                f"view {view.name!r}: a window Top-N over a window table function ranks "
+                f"insert-only rows (Flink: Window rank does not support input RowKind -U/-D), "
+                f"but {self.source.name!r} has updates and deletes; rank a window aggregate of "
+                f"it instead (FROM (SELECT ... GROUP BY window_start, window_end, ...))"
+            )
+            raise DefinitionError(msg)
         # A retraction cancels the addition with the same stored values in the same window
         # (metadata and computed columns differ between the two: not compared).
         self.compared = (*(c.name for c in self.source.physical_columns), WINDOW_START, WINDOW_END)
@@ -98,9 +128,8 @@ class WindowAggregateOperator(Operator):
         rowtime = self._rowtime(read, kept)
         started = context.checkpoint.watermark
         ending = LONG_MIN if watermark_ms is None else watermark_ms
-        split = split_windows(
+        split = self._split(
             kept,
-            self.windows,
             rowtime=rowtime,
             started=LONG_MIN if started is None else started,
             ending=ending,
@@ -109,7 +138,7 @@ class WindowAggregateOperator(Operator):
         fired, late = split.fired, split.late
         if self.updating:
             fired, late = _retractions_applied(fired, self.compared), _retractions_named(late)
-        output = reused(self._aggregate(fired))
+        output = reused(self._output(fired))
         counts = count_figures({
             "rows_in": rows,
             "retractions_in": rows.where(F.col(ROW_KIND).isin(*RETRACTIONS)),
@@ -119,8 +148,8 @@ class WindowAggregateOperator(Operator):
             "null_rowtime_rows": late.where(
                 F.col(REASON_COLUMN) == LateReason.NULL_ROWTIME.value
             ),
-            "windows_fired": split.fired.select(*WINDOW_COLUMNS).distinct(),
-            "open_windows": open_windows(split.open, self.windows, rowtime=rowtime, ending=ending),
+            "windows_fired": split.fired.select(*self._window_identity()).distinct(),
+            "open_windows": self._open_windows(split.open, rowtime=rowtime, ending=ending),
             "pending_rows": split.open,
         })
         figures = {**counts, "state_rows": counts["pending_rows"]}
@@ -131,6 +160,34 @@ class WindowAggregateOperator(Operator):
             history=None,
             figures=figures,
         )
+
+    def _split(
+        self, rows: DataFrame, *, rowtime: Column, started: int, ending: int,
+        state: DataFrame | None,
+    ) -> WindowSplit:
+        """The run's rows split by their windows' fate: sessions merge, the others are fixed."""
+        if self.plan.kind is WindowKind.SESSION:
+            assert self.plan.gap_ms is not None
+            return split_sessions(
+                rows, gap_ms=self.plan.gap_ms, partition_keys=self.plan.partition_keys,
+                rowtime=rowtime, started=started, ending=ending, state=state,
+            )
+        return split_windows(
+            rows, self.windows, rowtime=rowtime, started=started, ending=ending, state=state
+        )
+
+    def _open_windows(self, open_rows: DataFrame, *, rowtime: Column, ending: int) -> DataFrame:
+        """The windows (sessions: per partition key) still open after this run."""
+        if self.plan.kind is WindowKind.SESSION:
+            assert self.plan.gap_ms is not None
+            return open_sessions(open_rows, gap_ms=self.plan.gap_ms,
+                                 partition_keys=self.plan.partition_keys, rowtime=rowtime)
+        return open_windows(open_rows, self.windows, rowtime=rowtime, ending=ending)
+
+    def _window_identity(self) -> list[str]:
+        """What tells fired windows apart: a session is also its partition key's."""
+        keys = self.plan.partition_keys if self.plan.kind is WindowKind.SESSION else ()
+        return [*(f"`{key}`" for key in keys), *WINDOW_COLUMNS]
 
     def _where(self, context: RunContext) -> str:
         """The view's WHERE, `CURRENT_WATERMARK` being the source's at the run's start."""
@@ -159,6 +216,15 @@ class WindowAggregateOperator(Operator):
             )
             raise DefinitionError(msg)
         return column
+
+    def _output(self, fired: DataFrame) -> DataFrame:
+        """The window stage (an aggregate, or a window TVF's rows), then the rank stage."""
+        if not self.plan.rows:
+            output = self._aggregate(fired)
+        else:
+            items = [F.expr(item.expression).alias(item.name) for item in self.plan.items]
+            output = fired.select(*items, *ARRIVAL_ORDER)
+        return output if self.rank is None else ranked_rows(output, self.rank)
 
     def _aggregate(self, fired: DataFrame) -> DataFrame:
         """The SELECT over the fired rows: grouped per window and key, HAVING applied."""

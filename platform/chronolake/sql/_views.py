@@ -101,6 +101,8 @@ def _deduplication(
         source, exp.Table
     ):
         return None
+    if isinstance(source.this, exp.Anonymous):
+        return None  # TABLE(TUMBLE(...)): a window deduplication (chronolake.sql.window_rank)
     numbering = _row_number(inner)
     if numbering is None:
         return None

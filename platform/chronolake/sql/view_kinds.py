@@ -8,7 +8,8 @@ carries, as Flink's operators do:
 
 - an *upsert key*: the probe's primary key through a temporal join, window
   bounds plus group keys out of a window aggregate, the partition key of a
-  deduplication; its rows are unique on it;
+  deduplication (and of a window Top-N, plus its rank number unless it keeps
+  one rank); its rows are unique on it (an interval join has none);
 - a *time attribute*: the probe's rowtime through a temporal join,
   `window_time` out of a window, the ordering rowtime of a deduplication, when
   the SELECT keeps it;
@@ -42,8 +43,10 @@ from chronolake.schema.spec import (
 )
 from chronolake.sql._names import lookup, relation_name
 from chronolake.sql.current_watermark import refuse_current_watermark
+from chronolake.sql.interval import IntervalJoinKind, is_interval_join, plan_interval_join
 from chronolake.sql.query import TemporalJoinRef, parse_query, temporal_joins
 from chronolake.sql.window import is_window_aggregate
+from chronolake.sql.window_rank import is_window_rank, rank_outline
 from chronolake.windows.tvf import WINDOW_END, WINDOW_START, WINDOW_TIME
 
 Catalog = Mapping[str, TableSpec | ViewSpec]
@@ -55,6 +58,7 @@ class ViewKind(StrEnum):
     TEMPORAL_JOIN = "temporal_join"
     WINDOW_AGGREGATE = "window_aggregate"
     DEDUPLICATION = "deduplication"
+    INTERVAL_JOIN = "interval_join"
     PLAIN = "plain"
 
 
@@ -66,6 +70,8 @@ def view_kind(view: ViewSpec) -> ViewKind:
         return ViewKind.WINDOW_AGGREGATE
     if view.deduplication is not None:
         return ViewKind.DEDUPLICATION
+    if is_interval_join(view.query):
+        return ViewKind.INTERVAL_JOIN
     return ViewKind.PLAIN
 
 
@@ -156,8 +162,12 @@ def derived_view(view: ViewSpec, catalog: Catalog) -> ViewSpec:
         if ref is None or ref.probe_table is None:
             return view
         return _through_temporal_join(view, select, ref, catalog)
+    if kind is ViewKind.WINDOW_AGGREGATE and is_window_rank(view.query):
+        return _out_of_window_rank(view, catalog)
     if kind is ViewKind.WINDOW_AGGREGATE:
         return _out_of_window(view, select)
+    if kind is ViewKind.INTERVAL_JOIN:
+        return _out_of_interval_join(view, select, catalog)
     return view
 
 
@@ -206,6 +216,20 @@ def _through_plain_view(
     })
 
 
+def _out_of_interval_join(view: ViewSpec, select: exp.Select, catalog: Catalog) -> ViewSpec:
+    """An interval join's output (checked with Flink's rules): insert-only, no key. Flink
+    keeps both inputs' rowtimes as time attributes; a table has one: the preserved side's
+    (the right's for a RIGHT JOIN, else the left's) when the SELECT keeps it, else the other's."""
+    plan = plan_interval_join(view.query, catalog, view=view.name)
+    sides = [(plan.left_alias, plan.left_time), (plan.right_alias, plan.right_time)]
+    if plan.kind is IntervalJoinKind.RIGHT:
+        sides.reverse()
+    kept = [_passed_through(select, alias, column) for alias, column in sides]
+    return view.model_copy(update={
+        "primary_key": (), "rowtime": next((k for k in kept if k), None), "updating": False,
+    })
+
+
 def _stored_columns(view: ViewSpec, schema: StructType) -> tuple[PhysicalColumn, ...]:
     """The view's columns as a table declares them; a time attribute's precision is <= 3."""
     columns = []
@@ -237,6 +261,32 @@ def _out_of_window(view: ViewSpec, select: exp.Select) -> ViewSpec:
     return view.model_copy(update={
         "primary_key": tuple(k for k in key if k is not None) if complete else (),
         "rowtime": _passed_through(select, None, WINDOW_TIME),
+        "updating": False,
+    })
+
+
+def _out_of_window_rank(view: ViewSpec, catalog: Catalog) -> ViewSpec:
+    """A window Top-N's output (insert-only), as Flink's `FlinkRelMdUniqueKeys` for a rank
+    says: unique on its PARTITION BY columns (window bounds first) when one rank is kept,
+    plus the rank number when the SELECT keeps it; `window_time` through the ranking, or the
+    window TVF's rowtime (both stay time attributes in Flink)."""
+    outline = rank_outline(view.query)
+
+    def out(column: str | None) -> str | None:  # through the ranking, then the outer SELECT
+        return _passed_through(outline.outer, None, _passed_through(
+            outline.ranking, None, column))
+
+    key = [out(column) for column in outline.partition_by]
+    rank = _passed_through(outline.outer, None, outline.rank)
+    if not outline.single_rank:
+        key = [*key, rank] if rank is not None else [None]
+    rowtime = out(WINDOW_TIME if outline.aggregate is None else _passed_through(
+        outline.aggregate, None, WINDOW_TIME))
+    if rowtime is None and outline.aggregate is None and outline.source is not None:
+        rowtime = out(lookup(catalog, outline.source, reader=f"view {view.name!r}").rowtime)
+    return view.model_copy(update={
+        "primary_key": tuple(k for k in key if k is not None) if all(key) else (),
+        "rowtime": rowtime,
         "updating": False,
     })
 

@@ -1,4 +1,4 @@
-"""Planning a window view: Flink's TUMBLE / HOP window table functions aggregated per window.
+"""Planning a window view: Flink's TUMBLE / HOP / CUMULATE window table functions aggregated.
 
     CREATE VIEW orders_per_currency AS
     SELECT window_start, window_end, currency, COUNT(*) AS orders, SUM(amount) AS total
@@ -13,16 +13,23 @@ operator needs as Spark SQL text: the GROUP BY keys, the SELECT items in
 order, the WHERE on the source rows, the HAVING on the groups.
 
 Rules, as in Flink: the source is a table (`TABLE t`); `HOP(TABLE t,
-DESCRIPTOR(c), slide, size)` with size a whole multiple of slide; the DESCRIPTOR
+DESCRIPTOR(c), slide, size)` with size a whole multiple of slide, `CUMULATE(TABLE
+t, DESCRIPTOR(c), step, size)` with size a whole multiple of step; an optional
+last interval is the window offset (any sign; TUMBLE's shorter than its size);
+arguments may be named (`SIZE => INTERVAL ...`, `chronolake.dialect`); the DESCRIPTOR
 column is the source's rowtime attribute when it declares `WATERMARK FOR`; a
 source without one follows processing time (its windows close by the clock)
 and the DESCRIPTOR column must then be a TIMESTAMP or TIMESTAMP_LTZ column;
 GROUP BY holds both `window_start` and `window_end`; every other SELECT item
 is grouped or aggregated. `window_time` (end − 1 ms) may be selected too.
+`SESSION(TABLE t [PARTITION BY (k, ...)], DESCRIPTOR(c), gap)` takes a positive
+gap and no offset; its sessions are per PARTITION BY key, one over all rows
+without it, and the GROUP BY aggregates within them (`chronolake.windows.session`).
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator, Mapping
 from decimal import Decimal, InvalidOperation
 
@@ -48,7 +55,7 @@ from chronolake.schema import (
 )
 from chronolake.sql._names import lookup, relation_name
 from chronolake.sql.query import parse_query
-from chronolake.windows.tvf import WINDOW_END, WINDOW_START, WINDOW_TIME, WindowKind
+from chronolake.windows.tvf import WINDOW_END, WINDOW_START, WINDOW_TIME, WindowKind, Windows
 
 WINDOW_COLUMNS = (WINDOW_START, WINDOW_END, WINDOW_TIME)
 _WINDOW_FUNCTIONS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
@@ -79,11 +86,28 @@ class WindowPlan(BaseModel):
     time_column: str = Field(..., description="The DESCRIPTOR column (path).")
     kind: WindowKind
     size_ms: int = Field(..., gt=0, description="Window size in milliseconds.")
-    slide_ms: int = Field(..., gt=0, description="Window slide (the size for TUMBLE).")
+    slide_ms: int = Field(
+        ..., gt=0, description="Window slide (the size for TUMBLE, the step for CUMULATE)."
+    )
+    offset_ms: int = Field(0, description="Window offset: shifts every window bound (ms).")
+    gap_ms: int | None = Field(None, gt=0, description="SESSION: the gap that closes a session.")
+    partition_keys: tuple[str, ...] = Field(
+        (), description="SESSION: its PARTITION BY columns; sessions per key (none: one).",
+    )
     group_keys: tuple[str, ...] = Field((), description="GROUP BY items besides the window.")
     items: tuple[WindowItem, ...] = Field(..., description="The SELECT items, in order.")
     where: str | None = Field(None, description="Filter on source rows, before windowing.")
     having: str | None = Field(None, description="Filter on the aggregated groups.")
+    rows: bool = Field(
+        False, description="No GROUP BY: the SELECT over each fired row and window, not "
+        "aggregated (the window TVF under a window Top-N, `chronolake.sql.window_rank`).",
+    )
+
+    @property
+    def windows(self) -> Windows:
+        """The windows rows are assigned to (`chronolake.windows.assign`)."""
+        return Windows(kind=self.kind, size_ms=self.size_ms, slide_ms=self.slide_ms,
+                       offset_ms=self.offset_ms)
 
     @property
     def event_time(self) -> bool:
@@ -106,22 +130,27 @@ def is_window_aggregate(query: str) -> bool:
 
 
 def plan_window_aggregate(
-    query: str, specs: Mapping[str, TableSpec | ViewSpec]
+    query: str, specs: Mapping[str, TableSpec | ViewSpec], *, rows: bool = False
 ) -> WindowPlan:
-    """Validate a window view's query against the catalog (Flink's rules, see the module)."""
+    """Validate a window view's query against the catalog (Flink's rules, see the module).
+
+    With `rows`, the query is a window TVF's rows, `SELECT <items> FROM TABLE(TUMBLE(...))
+    [WHERE ...]`, without GROUP BY: each item is evaluated on each fired row and window.
+    """
     tree = parse_query(query)
     select, call = _window_select(tree)
     written = _written(call)
     source = _source(call, specs, written)
-    kind, size_ms, slide_ms = _windows(call, written)
+    session = _session(call, source, written)
+    windows = session[0] if session else _windows(call, written)
     time_column = _time_column(source, call.expressions[1], written)
     scope = _Scope(source, qualifiers=_qualifiers(select, source))
     where = select.args.get("where")
     if where is not None:
         _check_where(where.this, scope)
-    group_keys = _group_keys(select, scope)
+    group_keys = [] if rows else _group_keys(select, scope)
     grouped = [_stripped(key, scope) for key in group_keys]
-    items = _items(select, scope, grouped)
+    items = _row_items(select, scope) if rows else _items(select, scope, grouped)
     having = select.args.get("having")
     if having is not None:
         _check_columns(having.this, scope, allow_window=True)
@@ -130,15 +159,19 @@ def plan_window_aggregate(
         query=canonical_sql(tree),
         source=source,
         time_column=time_column,
-        kind=kind,
-        size_ms=size_ms,
-        slide_ms=slide_ms,
+        kind=windows.kind,
+        size_ms=windows.size_ms,
+        slide_ms=windows.slide_ms,
+        offset_ms=windows.offset_ms,
+        gap_ms=windows.size_ms if session else None,
+        partition_keys=session[1] if session else (),
         group_keys=tuple(
             spark_sql(key) for key in grouped if not _is_window_column(key)
         ),
         items=items,
         where=spark_sql(_stripped(where.this, scope)) if where is not None else None,
         having=spark_sql(_stripped(having.this, scope)) if having is not None else None,
+        rows=rows,
     )
 
 
@@ -190,10 +223,10 @@ def _source(
     call: exp.Anonymous, specs: Mapping[str, TableSpec | ViewSpec], written: str
 ) -> TableSpec:
     name = call.name.upper()
-    if name not in (WindowKind.TUMBLE, WindowKind.HOP):
+    if name not in WindowKind.__members__:
         msg = (
-            f"{written}: {name} windows are not supported; chronolake runs TUMBLE and HOP "
-            "window table functions"
+            f"{written}: {name} windows are not supported; chronolake runs "
+            f"{', '.join(WindowKind)} window table functions"
         )
         raise DefinitionError(msg)
     first = call.expressions[0] if call.expressions else None
@@ -215,12 +248,14 @@ def _source(
     return spec
 
 
-def _windows(call: exp.Anonymous, written: str) -> tuple[WindowKind, int, int]:
-    """(kind, size ms, slide ms) from the interval arguments: TUMBLE(data, timecol, size),
-    HOP(data, timecol, slide, size), as in Flink."""
+def _windows(call: exp.Anonymous, written: str) -> Windows:
+    """The windows of TUMBLE(data, timecol, size[, offset]), HOP(data, timecol, slide, size[,
+    offset]) or CUMULATE(data, timecol, step, size[, offset]), checked as Flink's planner does
+    (`WindowUtil.convertToWindowingStrategy`), with its wording."""
     kind = WindowKind(call.name.upper())
     arguments = call.expressions
-    names = ("size",) if kind is WindowKind.TUMBLE else ("slide", "size")
+    names = {WindowKind.TUMBLE: ("size",), WindowKind.HOP: ("slide", "size"),
+             WindowKind.CUMULATE: ("step", "size")}[kind]
     descriptor = arguments[1] if len(arguments) > 1 else None
     if not (isinstance(descriptor, exp.Anonymous) and descriptor.name.upper() == "DESCRIPTOR"
             and len(descriptor.expressions) == 1
@@ -231,44 +266,96 @@ def _windows(call: exp.Anonymous, written: str) -> tuple[WindowKind, int, int]:
         )
         raise DefinitionError(msg)
     intervals = arguments[2:]
-    if len(intervals) != len(names):
-        extra = " (window offsets are not supported)" if len(intervals) > len(names) else ""
+    if len(intervals) not in (len(names), len(names) + 1):
         signature = ", ".join(["TABLE <table>", "DESCRIPTOR(<time column>)", *names])
-        msg = f"{written}: expected {kind}({signature}){extra}"
-        raise DefinitionError(msg)
-    millis = {name: _interval_ms(arg, written, what=name) for name, arg in zip(
-        names, intervals, strict=True
-    )}
-    size_ms, slide_ms = millis["size"], millis.get("slide", millis["size"])
-    if size_ms % slide_ms:
-        smaller, larger = size_ms // slide_ms * slide_ms, (size_ms // slide_ms + 1) * slide_ms
         msg = (
-            f"{written}: HOP window must satisfy slide|size, but got size {size_ms}ms and "
-            f"slide {slide_ms}ms; make the size a whole multiple of the slide, e.g. "
-            f"{max(smaller, slide_ms)}ms or {larger}ms"
+            f"{written}: Invalid number of arguments to function '{kind}'; write "
+            f"{kind}({signature}[, offset])"
         )
         raise DefinitionError(msg)
-    return kind, size_ms, slide_ms
+    millis = {name: _interval_ms(arg, written, kind=kind, what=name) for name, arg in zip(
+        [*names, "offset"], intervals, strict=False
+    )}
+    size, offset = millis["size"], millis.get("offset", 0)
+    slide = millis.get("slide", millis.get("step", size))
+    fix = "; write a positive interval, e.g. INTERVAL '10' MINUTES"
+    if kind is WindowKind.TUMBLE and size <= 0:
+        msg = (
+            f"{written}: TUMBLE table function based aggregate requires size to be positive, "
+            f"but got {size} ms{fix}"
+        )
+        raise DefinitionError(msg)
+    if kind is WindowKind.HOP and (slide <= 0 or size <= 0):
+        msg = (
+            f"{written}: HOP table function based aggregate requires slide and size to be "
+            f"positive, but got slide {slide} ms and size {size} ms{fix}"
+        )
+        raise DefinitionError(msg)
+    if kind is WindowKind.CUMULATE and (slide <= 0 or size <= 0):
+        msg = (
+            f"{written}: CUMULATE table function based aggregate requires maxSize and step to "
+            f"be positive, but got maxSize {size} ms and step {slide} ms{fix}"
+        )
+        raise DefinitionError(msg)
+    if size % slide:
+        smaller, larger = size // slide * slide, (size // slide + 1) * slide
+        part = "step" if kind is WindowKind.CUMULATE else "slide"
+        problem = (
+            f"CUMULATE table function based aggregate requires maxSize must be an integral "
+            f"multiple of step, but got maxSize {size} ms and step {slide} ms"
+            if kind is WindowKind.CUMULATE else
+            f"HOP window must satisfy slide|size, but got size {size}ms and slide {slide}ms"
+        )
+        msg = (
+            f"{written}: {problem}; make the size a whole multiple of the {part}, e.g. "
+            f"{max(smaller, slide)}ms or {larger}ms"
+        )
+        raise DefinitionError(msg)
+    if kind is WindowKind.TUMBLE and abs(offset) >= size:
+        same = offset % size
+        hint = f"an offset of {same} ms places the windows alike" if same else "drop the offset"
+        msg = (
+            f"{written}: TUMBLE table function parameters must satisfy abs(offset) < size, but "
+            f"got size {size} ms and offset {offset} ms; {hint}"
+        )
+        raise DefinitionError(msg)
+    return Windows(kind=kind, size_ms=size, slide_ms=slide, offset_ms=offset)
 
 
-def _interval_ms(node: exp.Expr, written: str, *, what: str) -> int:
-    """Milliseconds of `INTERVAL 'n' UNIT` (SECOND, MINUTE, HOUR, DAY; plural allowed)."""
-    example = "INTERVAL '10' MINUTES"
-    unit = node.args.get("unit") if isinstance(node, exp.Interval) else None
+def _interval_ms(node: exp.Expr, written: str, *, kind: WindowKind, what: str) -> int:
+    """Milliseconds of `INTERVAL 'n' UNIT` (SECOND, MINUTE, HOUR, DAY; plural allowed), of
+    any sign (`INTERVAL '-16' MINUTES`, `-INTERVAL '16' MINUTES`): the caller checks it."""
+    example = "INTERVAL '16' MINUTES or INTERVAL '-16' MINUTES" if what == "offset" else (
+        "INTERVAL '10' MINUTES"
+    )
+    sign, interval = (-1, node.this) if isinstance(node, exp.Neg) else (1, node)
+    if not isinstance(interval, exp.Interval):
+        msg = (
+            f"{written}: Cannot apply '{kind}' to {canonical_sql(node)} as its {what}. "
+            f"Supported form(s): '{kind}(TABLE table_name, DESCRIPTOR(timecol), datetime "
+            f"interval{', datetime interval' if kind is not WindowKind.TUMBLE else ''}"
+            f"[, datetime interval])'; write the {what} as an interval, e.g. {example}"
+        )
+        raise DefinitionError(msg)
+    unit = interval.args.get("unit")
     name = unit.name.upper().removesuffix("S") if isinstance(unit, exp.Var) else ""
-    if name not in _UNIT_MS or not isinstance(node.this, exp.Literal):
+    value = interval.this
+    if isinstance(value, exp.Neg):
+        sign, value = -sign, value.this
+    if name not in _UNIT_MS or not isinstance(value, exp.Literal):
         msg = (
             f"{written}: the window {what} must be a day-time interval with one unit "
             f"(SECOND, MINUTE, HOUR or DAY), e.g. {example}; got {canonical_sql(node)}"
         )
         raise DefinitionError(msg)
     try:
-        millis = Decimal(node.this.name) * _UNIT_MS[name]
+        millis = sign * Decimal(value.name) * _UNIT_MS[name]
     except InvalidOperation:
-        millis = Decimal(0)
-    if millis <= 0 or millis != millis.to_integral_value():
+        millis = Decimal("NaN")
+    if not millis.is_finite() or millis != millis.to_integral_value():
+        kind_of = "whole" if what == "offset" else "positive whole"
         msg = (
-            f"{written}: the window {what} {canonical_sql(node)} must be a positive whole "
+            f"{written}: the window {what} {canonical_sql(node)} must be a {kind_of} "
             f"number of milliseconds, e.g. {example}"
         )
         raise DefinitionError(msg)
@@ -414,6 +501,13 @@ def _group_keys(select: exp.Select, scope: _Scope) -> list[exp.Expr]:
             f"GROUP BY {written}: a window aggregation groups by both window_start and "
             f"window_end (missing {', '.join(missing)}); write GROUP BY {wanted}"
         )
+        if not keys:  # a window TVF's rows alone: chronolake runs them aggregated or ranked
+            msg += (
+                ", or rank the window's rows with a window Top-N (SELECT * FROM (SELECT *, "
+                "ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY ...) AS "
+                "rownum FROM TABLE(...)) WHERE rownum <= N); a window table function's rows "
+                "alone are not run"
+            )
         raise DefinitionError(msg)
     return keys
 
@@ -449,6 +543,41 @@ def _items(select: exp.Select, scope: _Scope, grouped: list[exp.Expr]) -> tuple[
             )
             raise DefinitionError(msg)
         items.append(WindowItem(name=name, expression=spark_sql(_stripped(value, scope))))
+    return tuple(items)
+
+
+def _row_items(select: exp.Select, scope: _Scope) -> tuple[WindowItem, ...]:
+    """The SELECT items of a window TVF's rows: `*` is the source's columns then the window's;
+    no aggregate, no OVER (the window Top-N planner takes the ranking out first)."""
+    items: list[WindowItem] = []
+    for index, projection in enumerate(select.expressions):
+        value = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(value, exp.Star) or (isinstance(value, exp.Column)
+                                           and isinstance(value.this, exp.Star)):
+            names = [*(c.name for c in scope.source.columns), *WINDOW_COLUMNS]
+            items += [WindowItem(name=name, expression=f"`{name}`") for name in names]
+            continue
+        if value.find(exp.AggFunc, exp.Window) is not None:
+            msg = (
+                f"SELECT {canonical_sql(value)}: a window table function's rows are not "
+                "aggregated here; aggregate in a subquery with GROUP BY window_start, "
+                "window_end, <keys>"
+            )
+            raise DefinitionError(msg)
+        _check_columns(value, scope, allow_window=True)
+        named = isinstance(projection, exp.Alias) or isinstance(value, exp.Column)
+        items.append(WindowItem(
+            name=projection.alias_or_name if named else f"EXPR${index}",
+            expression=spark_sql(_stripped(value, scope)),
+        ))
+    names = [item.name.lower() for item in items]
+    twice = next((item.name for item in items if names.count(item.name.lower()) > 1), None)
+    if twice is not None:
+        msg = (
+            f"SELECT: the column name {twice!r} appears twice in the window view; give one "
+            "of them another alias (expr AS other_name)"
+        )
+        raise DefinitionError(msg)
     return tuple(items)
 
 
@@ -489,3 +618,81 @@ def _stripped(node: exp.Expr, scope: _Scope) -> exp.Expr:
         if column.table and column.table.lower() in scope.qualifiers:
             column.set("table", None)
     return copy
+
+
+# -- SESSION ---------------------------------------------------------------------------------
+
+
+def _session(
+    call: exp.Anonymous, source: TableSpec, written: str
+) -> tuple[Windows, tuple[str, ...]] | None:
+    """SESSION(TABLE t [PARTITION BY (k, ...)], DESCRIPTOR(timecol), gap): (windows with the
+    gap as size, the partition columns), checked as Flink does; None for the other windows.
+
+    A PARTITION BY on another window function's table is refused (Flink: row semantics)."""
+    first = call.expressions[0]
+    partition = first.args.get("partition") or [] if isinstance(first, TableArgument) else []
+    name = call.name.upper()
+    if name != WindowKind.SESSION:
+        if partition:
+            msg = (
+                f"{written}: Only table with set semantics may be partitioned. Invalid PARTITION "
+                f"BY clause in the 0-th operand of table function '{name}': only SESSION takes "
+                "TABLE t PARTITION BY k; drop the PARTITION BY and GROUP BY the keys instead"
+            )
+            raise DefinitionError(msg)
+        return None
+    signature = "SESSION(TABLE table_name [PARTITION BY (keycols, ...)], DESCRIPTOR(timecol), gap)"
+    arguments = call.expressions
+    if len(arguments) == 4 and isinstance(arguments[1], exp.Column) and partition:
+        msg = (
+            f"{written}: several PARTITION BY columns go in parentheses, written "
+            f"TABLE {canonical_sql(first.this)} PARTITION BY ({canonical_sql(partition[0])}, "
+            f"{canonical_sql(arguments[1])})"
+        )
+        raise DefinitionError(msg)
+    descriptor = arguments[1] if len(arguments) > 1 else None
+    if len(arguments) != 3 or not (
+        isinstance(descriptor, exp.Anonymous) and descriptor.name.upper() == "DESCRIPTOR"
+        and len(descriptor.expressions) == 1 and isinstance(descriptor.expressions[0], exp.Column)
+    ):
+        msg = (
+            f"{written}: Invalid arguments to function 'SESSION' (it takes no offset); write "
+            f"{signature}, e.g. SESSION(TABLE t PARTITION BY user_id, DESCRIPTOR(ts), "
+            "INTERVAL '10' MINUTES)"
+        )
+        raise DefinitionError(msg)
+    gap = arguments[2]
+    negated = isinstance(gap, exp.Neg) and isinstance(gap.this, exp.Interval)
+    if not (isinstance(gap, exp.Interval) or negated):
+        msg = (
+            f"{written}: Cannot apply 'SESSION' to {canonical_sql(gap)} as its gap. Supported "
+            f"form(s): '{signature}'; write the gap as an interval, e.g. INTERVAL '10' MINUTES"
+        )
+        raise DefinitionError(msg)
+    gap_ms = _interval_ms(gap, written, kind=WindowKind.SESSION, what="gap")
+    if gap_ms <= 0:
+        msg = (
+            f"{written}: SESSION table function based aggregate requires gap to be positive, "
+            f"but got gap {gap_ms} ms; write a positive interval, e.g. INTERVAL '10' MINUTES"
+        )
+        raise DefinitionError(msg)
+    keys = tuple(_partition_column(column, source, written) for column in partition)
+    return Windows(kind=WindowKind.SESSION, size_ms=gap_ms, slide_ms=gap_ms), keys
+
+
+def _partition_column(column: exp.Expr, source: TableSpec, written: str) -> str:
+    """A PARTITION BY column: a top-level column of the source, as declared."""
+    declared = source.column(column.name) if isinstance(column, exp.Column) else None
+    if declared is None or (isinstance(column, exp.Column) and column.table
+                            and column.table.lower() != source.name.lower()):
+        names = [c.name for c in source.columns]
+        close = difflib.get_close_matches(column.name.lower(), [n.lower() for n in names], n=1)
+        hint = next((n for n in names if close and n.lower() == close[0]), None)
+        fix = f"did you mean {hint!r}?" if hint else f"partition by some of {', '.join(names)}"
+        msg = (
+            f"{written}: PARTITION BY {canonical_sql(column)}: Column '{column.name}' not found "
+            f"in table {source.name!r}; {fix}"
+        )
+        raise DefinitionError(msg)
+    return declared.name

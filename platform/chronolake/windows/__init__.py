@@ -1,4 +1,4 @@
-"""Event-time window aggregation (Flink's TUMBLE and HOP window table functions)."""
+"""Event-time window aggregation (Flink's TUMBLE, HOP and CUMULATE window table functions)."""
 
 from chronolake.windows.tvf import (
     WINDOW_END,
@@ -8,6 +8,7 @@ from chronolake.windows.tvf import (
     WindowResult,
     Windows,
     WindowSplit,
+    cumulate,
     hop,
     open_windows,
     split_windows,
@@ -22,6 +23,7 @@ __all__ = [
     "WindowResult",
     "WindowSplit",
     "Windows",
+    "cumulate",
     "hop",
     "open_windows",
     "split_windows",

@@ -1,4 +1,4 @@
-"""Event-time window aggregation: Flink's `TUMBLE` and `HOP` window table functions.
+"""Event-time window aggregation: Flink's `TUMBLE`, `HOP` and `CUMULATE` window table functions.
 
 `tumble(orders, size=timedelta(minutes=10), aggregations=[...])` is
 `SELECT window_start, window_end, ... FROM TABLE(TUMBLE(TABLE orders,
@@ -10,10 +10,12 @@ assignment, so it serves event-time and processing-time watermarks alike.
 
 Semantics, as in Flink's window aggregate operator:
 
-- Windows are aligned to the epoch (UTC): a tumbling window is
-  [k·size, (k+1)·size); a hopping window of `size` every `slide` covers
-  [k·slide, k·slide + size). A row belongs to every window with
-  start <= rowtime < end.
+- Windows are aligned to the epoch (UTC), shifted by the optional offset o:
+  a tumbling window is [k·size + o, (k+1)·size + o); a hopping window of
+  `size` every `slide` covers [k·slide + o, k·slide + o + size); a cumulation
+  of `size` by `step` is [s, s + step), [s, s + 2·step), … [s, s + size) with
+  s = k·size + o (`chronolake.windows.assign`). A row belongs to every window
+  with start <= rowtime < end.
 - A window fires when the watermark reaches end − 1 ms (its max
   timestamp). It is emitted exactly once: in the run whose watermark crosses
   end − 1 ms; the windows still open at the end of a run keep their raw rows in
@@ -21,11 +23,12 @@ Semantics, as in Flink's window aggregate operator:
   input ending) closes the run with a watermark of +infinity: every open
   window fires.
 - A row arriving when its window has already fired (end − 1 <= the watermark
-  in force on arrival) is not usable. For a hopping window the row still
-  counts in the windows that have not fired; only a row all of whose windows
-  fired goes to the side table (Flink drops such a row when its last window
-  fired). A row whose rowtime is late for the source but whose window is still
-  open is aggregated normally.
+  in force on arrival) is not usable. For hopping and cumulating windows the
+  row still counts in the windows that have not fired; only a row all of whose
+  windows fired goes to the side table (Flink drops such a row when its last
+  window fired: for a cumulation, the one ending at s + size). A row whose
+  rowtime is late for the source but whose window is still open is aggregated
+  normally.
 - Under processing-time watermarks the watermark is the clock's time: a run's
   rows arrive at the time of the previous run's watermark, and the windows
   whose end − 1 ms the clock has passed fire.
@@ -40,17 +43,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from enum import StrEnum
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
 
 from chronolake.errors import DefinitionError, RunError
 from chronolake.watermarks._late import LateReason, count_by_reason, side_table_rows
-from chronolake.watermarks._millis import timestamp_millis
+from chronolake.watermarks._millis import millis_timestamp, timestamp_millis
 from chronolake.watermarks.assigner import LATE_COLUMN, WATERMARK_COLUMN, AssignedChangelog
 from chronolake.watermarks.watermark import LONG_MAX
+from chronolake.windows.assign import END, START, WindowKind, Windows
 
 WINDOW_START = "window_start"
 WINDOW_END = "window_end"
@@ -58,13 +62,6 @@ WINDOW_TIME = "window_time"
 
 _WINDOW = "__window"
 _LAST_END_MS = "__window_last_end_ms"
-
-
-class WindowKind(StrEnum):
-    """The window table functions."""
-
-    TUMBLE = "TUMBLE"
-    HOP = "HOP"
 
 
 @dataclass(frozen=True)
@@ -90,15 +87,6 @@ class WindowResult:
 
 
 @dataclass(frozen=True)
-class Windows:
-    """Epoch-aligned windows of `size_ms` every `slide_ms` (TUMBLE: slide = size)."""
-
-    kind: WindowKind
-    size_ms: int
-    slide_ms: int
-
-
-@dataclass(frozen=True)
 class WindowSplit:
     """One run's rows, split by what the watermark did to their windows.
 
@@ -121,6 +109,7 @@ def tumble(
     aggregations: Sequence[Column],
     keys: Sequence[str] = (),
     time_col: str | None = None,
+    offset: timedelta = timedelta(0),
     state: DataFrame | None = None,
     final: bool = False,
 ) -> WindowResult:
@@ -128,18 +117,24 @@ def tumble(
 
     `time_col` is the DESCRIPTOR column and must be the rowtime the input was
     stamped for (default). `aggregations` are Spark columns such as
-    `F.sum("price").alias("total")`.
+    `F.sum("price").alias("total")`. `offset` shifts the windows (Flink's
+    optional last argument): |offset| < size, negative allowed.
 
     Example:
         >>> result = tumble(assigned, size=timedelta(minutes=10),       # doctest: +SKIP
         ...                 aggregations=[F.sum("price").alias("total")])
     """
     size_ms = _millis(size, what="TUMBLE size")
+    offset_ms = _offset_millis(offset, what="TUMBLE")
+    if abs(offset_ms) >= size_ms:
+        msg = (
+            f"TUMBLE offset {offset} must be shorter than the size {size} (Flink: abs(offset) < "
+            f"size); offset={offset % size} gives the same windows"
+        )
+        raise DefinitionError(msg)
     return _aggregate(
         assigned,
-        kind=WindowKind.TUMBLE,
-        size_ms=size_ms,
-        slide_ms=size_ms,
+        Windows(kind=WindowKind.TUMBLE, size_ms=size_ms, slide_ms=size_ms, offset_ms=offset_ms),
         aggregations=aggregations,
         keys=keys,
         time_col=time_col,
@@ -156,12 +151,14 @@ def hop(
     aggregations: Sequence[Column],
     keys: Sequence[str] = (),
     time_col: str | None = None,
+    offset: timedelta = timedelta(0),
     state: DataFrame | None = None,
     final: bool = False,
 ) -> WindowResult:
     """Hopping event-time windows of `size` every `slide` (Flink's `HOP(..., slide, size)`).
 
-    `size` must be a whole multiple of `slide`, as Flink requires. Otherwise as `tumble`.
+    `size` must be a whole multiple of `slide`, as Flink requires. Otherwise as `tumble`
+    (any offset: the windows repeat every slide).
 
     Example:
         >>> result = hop(assigned, size=timedelta(minutes=10),          # doctest: +SKIP
@@ -169,17 +166,49 @@ def hop(
     """
     size_ms = _millis(size, what="HOP size")
     slide_ms = _millis(slide, what="HOP slide")
-    if size_ms % slide_ms:
-        msg = (
-            f"HOP size {size} is not a whole multiple of slide {slide}; choose a size that is "
-            f"k × slide, e.g. size={slide * max(1, size_ms // slide_ms)}"
-        )
-        raise DefinitionError(msg)
+    _require_multiple(size, slide, what="HOP", part="slide")
     return _aggregate(
         assigned,
-        kind=WindowKind.HOP,
-        size_ms=size_ms,
-        slide_ms=slide_ms,
+        Windows(kind=WindowKind.HOP, size_ms=size_ms, slide_ms=slide_ms,
+                offset_ms=_offset_millis(offset, what="HOP")),
+        aggregations=aggregations,
+        keys=keys,
+        time_col=time_col,
+        state=state,
+        final=final,
+    )
+
+
+def cumulate(
+    assigned: AssignedChangelog,
+    *,
+    step: timedelta,
+    size: timedelta,
+    aggregations: Sequence[Column],
+    keys: Sequence[str] = (),
+    time_col: str | None = None,
+    offset: timedelta = timedelta(0),
+    state: DataFrame | None = None,
+    final: bool = False,
+) -> WindowResult:
+    """Cumulating event-time windows (Flink's `CUMULATE(..., step, size)`): every `size`, a
+    cumulation whose windows share their start and end at each `step` up to `size`.
+
+    A day by the hour gives [00:00, 01:00), [00:00, 02:00), … [00:00, 24:00), each
+    emitted once, when the watermark passes its end. `size` must be a whole
+    multiple of `step`, as Flink requires. Otherwise as `tumble` (any offset).
+
+    Example:
+        >>> result = cumulate(assigned, step=timedelta(hours=1),        # doctest: +SKIP
+        ...                   size=timedelta(days=1), aggregations=[F.count("*").alias("n")])
+    """
+    step_ms = _millis(step, what="CUMULATE step")
+    size_ms = _millis(size, what="CUMULATE size")
+    _require_multiple(size, step, what="CUMULATE", part="step")
+    return _aggregate(
+        assigned,
+        Windows(kind=WindowKind.CUMULATE, size_ms=size_ms, slide_ms=step_ms,
+                offset_ms=_offset_millis(offset, what="CUMULATE")),
         aggregations=aggregations,
         keys=keys,
         time_col=time_col,
@@ -199,18 +228,38 @@ def _millis(duration: timedelta, *, what: str) -> int:
     return millis
 
 
+def _offset_millis(offset: timedelta, *, what: str) -> int:
+    millis, rest = divmod(offset, timedelta(milliseconds=1))
+    if rest:
+        msg = (
+            f"{what} offset must be a whole number of milliseconds, got {offset!r}; "
+            "e.g. timedelta(minutes=16) or timedelta(minutes=-16)"
+        )
+        raise DefinitionError(msg)
+    return millis
+
+
+def _require_multiple(size: timedelta, part_length: timedelta, *, what: str, part: str) -> None:
+    """Flink's rule: a HOP size is k × slide, a CUMULATE size k × step."""
+    if size % part_length:
+        msg = (
+            f"{what} size {size} is not a whole multiple of {part} {part_length}; choose a "
+            f"size that is k × {part}, e.g. size={part_length * max(1, size // part_length)}"
+        )
+        raise DefinitionError(msg)
+
+
 def _aggregate(
     assigned: AssignedChangelog,
+    windows: Windows,
     *,
-    kind: WindowKind,
-    size_ms: int,
-    slide_ms: int,
     aggregations: Sequence[Column],
     keys: Sequence[str],
     time_col: str | None,
     state: DataFrame | None,
     final: bool,
 ) -> WindowResult:
+    kind = windows.kind
     rowtime_name = assigned.assigner.rowtime
     if time_col is not None and time_col != rowtime_name:
         msg = (
@@ -236,7 +285,7 @@ def _aggregate(
     ending = LONG_MAX if final else assigned.state().watermark
     split = split_windows(
         assigned.rows,
-        Windows(kind=kind, size_ms=size_ms, slide_ms=slide_ms),
+        windows,
         rowtime=assigned.assigner.rowtime_column(),
         started=assigned.start.watermark,
         ending=ending,
@@ -281,25 +330,24 @@ def split_windows(
     pending = current if state is None else _with_state(current, state)
     # A row is unusable when even its last window (the one with the largest end) has fired.
     rowtime_ms = timestamp_millis(rowtime, rowtime_type)
-    last_end = rowtime_ms - F.pmod(rowtime_ms, F.lit(windows.slide_ms)) + F.lit(windows.size_ms)
-    pending = pending.withColumn(_LAST_END_MS, last_end)
+    pending = pending.withColumn(_LAST_END_MS, windows.last_end(rowtime_ms))
     fully_late = F.col(_LAST_END_MS) - 1 <= F.col(WATERMARK_COLUMN)
     closed_rows = side_table_rows(
         pending.filter(fully_late).drop(_LAST_END_MS), LateReason.WINDOW_CLOSED
     )
     live = pending.filter(~fully_late)
 
-    window = F.window(rowtime, f"{windows.size_ms} milliseconds",
-                      f"{windows.slide_ms} milliseconds")
-    windowed = live.withColumn(_WINDOW, window)
-    end_ms = timestamp_millis(F.col(f"{_WINDOW}.end"), rowtime_type)
-    usable = (end_ms - 1 > F.col(WATERMARK_COLUMN)) & (end_ms - 1 > F.lit(started))
-    fired = windowed.filter(usable & (end_ms - 1 <= F.lit(ending))).select(
-        *[F.col(f"`{c}`") for c in current.columns],
-        F.col(f"{_WINDOW}.start").alias(WINDOW_START),
-        F.col(f"{_WINDOW}.end").alias(WINDOW_END),
-        (F.col(f"{_WINDOW}.end") - F.expr("INTERVAL 1 MILLISECOND")).alias(WINDOW_TIME),
-    )
+    def fires_now(window: Column) -> Column:
+        """Open on the row's arrival and before this run, closed by this run's end."""
+        last = window.getField(END) - 1
+        return (last > F.col(WATERMARK_COLUMN)) & (last > F.lit(started)) & (
+            last <= F.lit(ending)
+        )
+
+    inputs = [F.col(f"`{c}`") for c in current.columns]
+    fired = live.select(
+        *inputs, F.explode(F.filter(windows.bounds(rowtime_ms), fires_now)).alias(_WINDOW)
+    ).select(*inputs, *_window_columns(F.col(_WINDOW), rowtime_type))
     open_rows = live.filter(F.col(_LAST_END_MS) - 1 > F.lit(ending)).drop(_LAST_END_MS)
     return WindowSplit(
         fired=fired, late=null_rows.unionByName(closed_rows), open=open_rows
@@ -312,16 +360,23 @@ def open_windows(
     """The distinct windows (`window_start`, `window_end`) still open after watermark
     `ending`, from the state rows `split_windows` returned (lazy)."""
     rowtime_type = open_rows.select(rowtime).schema[0].dataType
-    window = F.window(rowtime, f"{windows.size_ms} milliseconds",
-                      f"{windows.slide_ms} milliseconds")
-    end_ms = timestamp_millis(F.col(f"{_WINDOW}.end"), rowtime_type)
+    bounds = windows.bounds(timestamp_millis(rowtime, rowtime_type))
+    still_open = F.filter(bounds, lambda window: window.getField(END) - 1 > F.lit(ending))
     return (
-        open_rows.select(window.alias(_WINDOW))
-        .where(end_ms - 1 > F.lit(ending))
-        .select(F.col(f"{_WINDOW}.start").alias(WINDOW_START),
-                F.col(f"{_WINDOW}.end").alias(WINDOW_END))
+        open_rows.select(F.explode(still_open).alias(_WINDOW))
         .distinct()
+        .select(*_window_columns(F.col(_WINDOW), rowtime_type)[:2])
     )
+
+
+def _window_columns(window: Column, rowtime_type: DataType) -> list[Column]:
+    """`window_start`, `window_end`, `window_time` of a (start, end) ms struct, typed as the
+    rowtime (TIMESTAMP_NTZ read as UTC, as Flink does)."""
+    return [
+        millis_timestamp(window.getField(START), rowtime_type).alias(WINDOW_START),
+        millis_timestamp(window.getField(END), rowtime_type).alias(WINDOW_END),
+        millis_timestamp(window.getField(END) - 1, rowtime_type).alias(WINDOW_TIME),
+    ]
 
 
 def _with_state(current: DataFrame, state: DataFrame) -> DataFrame:

@@ -1,0 +1,265 @@
+"""The event-time interval join as a run operator, as Flink's `RowTimeIntervalJoin` runs it.
+
+A view `... FROM a [LEFT|RIGHT|FULL] JOIN b ON a.k = b.k AND a.t BETWEEN b.t + lower AND
+b.t + upper` (`chronolake.sql.interval`) keeps, per input, the rows whose interval the
+watermark has not passed: a left row at `t` can meet right rows up to `t - lower`, a right
+row left rows up to `t + upper` (its interval's end). A run:
+
+- joins its new rows with the other input's state and with each other (new left × (state
+  right + new right), state left × new right): each pair is emitted once, in the run that
+  sees both rows, whatever the order of their runs;
+- emits an outer row that never matched, null-padded, once the watermark (both inputs',
+  the run's output watermark) has passed its interval's end, exactly once;
+- keeps the rows whose interval is still open (roles `left` and `right`; an outer side's
+  rows with `__ij_matched`), so state stays bounded on a long stream.
+
+A row that arrives when the run's starting watermark is already at or past its interval's
+end is not kept, as Flink does not cache it: it joins what the other input still holds
+(state and this run's rows, but not another such row), and an outer one without a match is
+padded at once; it is counted (`closed_on_arrival_rows`), not sent to the side table. A row
+whose rowtime is null goes to the late-rows side table. The output is insert-only.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from chronolake.catalog import Catalog
+from chronolake.errors import DefinitionError
+from chronolake.lake.changelog import COMMIT_VERSION, POSITION, SYSTEM_COLUMNS
+from chronolake.runtime.inputs import InputRead
+from chronolake.runtime.operator import (
+    Operator,
+    RunContext,
+    Step,
+    count_figures,
+    kind_frames,
+    reused,
+    without_annotations,
+)
+from chronolake.schema import TableSpec, ViewSpec
+from chronolake.sql.interval import (
+    INTERNAL_PREFIX,
+    KEEP,
+    LEFT_ID,
+    RIGHT_ID,
+    ROW_ID,
+    ROW_MS,
+    IntervalJoinPlan,
+    joined_sql,
+    parse_condition,
+    plan_interval_join,
+)
+from chronolake.watermarks._late import LateReason, side_table_rows
+from chronolake.watermarks._millis import is_timestamp, timestamp_millis
+from chronolake.watermarks.assigner import LATE_COLUMN
+from chronolake.watermarks.watermark import LONG_MIN, Watermark
+
+LEFT_ROLE, RIGHT_ROLE = "left", "right"
+"""The state tables of each input's rows whose interval is open."""
+MATCHED = "__ij_matched"
+"""Whether an outer side's row has joined a row yet (stored in its state)."""
+
+_NEW, _CLOSED, _END, _HIT = "__ij_new", "__ij_closed", "__ij_end", "__ij_hit"
+_SIDE = "_late_side"
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One input's rows in a run: state and new rows, marked; and its null-rowtime rows."""
+
+    rows: DataFrame
+    """State rows then new rows: stored columns, `__ij_id`, `__ij_ms`, `__ij_end` (its
+    interval's end, ms), `__ij_new`, `__ij_closed` (arrived at or after that end) and
+    `__ij_matched`."""
+    stored: list[str]
+    nulls: DataFrame
+    new_rows: DataFrame
+
+
+class IntervalJoinOperator(Operator):
+    """An interval join view, run incrementally into an insert-only table.
+
+    Example:
+        >>> catalog.execute('''CREATE VIEW paid AS SELECT o.id, p.amount
+        ...     FROM orders AS o JOIN payments AS p ON o.id = p.order_id
+        ...     AND p.pay_time BETWEEN o.order_time AND o.order_time + INTERVAL '1' HOUR''')
+        >>> DerivedTable(catalog, "paid").run()      # doctest: +SKIP
+    """
+
+    def __init__(self, catalog: Catalog, view: ViewSpec) -> None:
+        specs = catalog.operator_inputs(view.query)
+        self.plan: IntervalJoinPlan = plan_interval_join(view.query, specs, view=view.name)
+        # Flink's RowTimeIntervalJoin.getMaxOutputDelay: a pair can be as old as the widest
+        # side of the interval behind the watermark that released it.
+        self.output_delay_ms = max(-self.plan.lower_ms, self.plan.upper_ms, 0)
+        self.left = _input(self.plan.left, view.name)
+        self.right = _input(self.plan.right, view.name)
+        self.inputs = (self.left,) if self.left.name == self.right.name else (
+            self.left, self.right)
+        self.event_time = True
+        self._spark: SparkSession = catalog.spark
+
+    def step(
+        self,
+        context: RunContext,
+        reads: Mapping[str, InputRead],
+        watermark: Watermark,
+        watermark_ms: int | None,
+    ) -> Step:
+        plan = self.plan
+        started = context.checkpoint.watermark
+        started = LONG_MIN if started is None else started
+        ending = LONG_MIN if watermark_ms is None else watermark_ms
+        left = self._side(context, reads[self.left.name], LEFT_ROLE, plan.left_time,
+                          end=-plan.lower_ms, started=started, outer=plan.kind.pads_left)
+        right = self._side(context, reads[self.right.name], RIGHT_ROLE, plan.right_time,
+                           end=plan.upper_ms, started=started, outer=plan.kind.pads_right)
+        # each pair once: a new row meets state and new rows; two closed rows never meet
+        la, ra = plan.left_alias, plan.right_alias
+        once = f"({la}.{_NEW} OR {ra}.{_NEW}) AND NOT ({la}.{_CLOSED} AND {ra}.{_CLOSED})"
+        matched = reused(self._query(_view(left.rows), _view(right.rows), "INNER", once))
+        left_rows, left_state, left_padded = _settle(
+            left, matched, LEFT_ID, ending=ending, outer=plan.kind.pads_left)
+        right_rows, right_state, right_padded = _settle(
+            right, matched, RIGHT_ID, ending=ending, outer=plan.kind.pads_right)
+        parts = [matched]
+        if left_padded is not None:
+            parts.append(self._query(_view(left_padded), _view(right.rows.limit(0)), "LEFT"))
+        if right_padded is not None:
+            parts.append(self._query(_view(left.rows.limit(0)), _view(right_padded), "RIGHT"))
+        output = parts[0]
+        for part in parts[1:]:
+            output = output.unionByName(part)
+        if KEEP in output.columns:
+            output = output.where(F.coalesce(F.col(KEEP), F.lit(False)))
+        output = reused(_visible(output))
+        late = left.nulls.withColumn(_SIDE, F.lit(LEFT_ROLE))
+        if self.right.name != self.left.name:
+            late = late.unionByName(right.nulls.withColumn(_SIDE, F.lit(RIGHT_ROLE)),
+                                    allowMissingColumns=True)
+        late = reused(late)
+        padded = [p for p in (left_padded, right_padded) if p is not None]
+        counts = count_figures({
+            "left_rows_in": left.new_rows,
+            "right_rows_in": right.new_rows,
+            "rows_out": output,
+            **kind_frames(output),
+            "matched_pairs": matched,
+            "padded_rows": padded[0].unionByName(padded[1]) if len(padded) == 2 else (
+                padded[0] if padded else matched.limit(0)),
+            "closed_on_arrival_rows": left_rows.where(F.col(_CLOSED)).select(ROW_ID).unionByName(
+                right_rows.where(F.col(_CLOSED)).select(ROW_ID)),
+            "late_rows": late,
+            "left_state_rows": left_state,
+            "right_state_rows": right_state,
+        })
+        rows_in = counts["left_rows_in"] + (
+            counts["right_rows_in"] if self.right.name != self.left.name else 0)
+        state_rows = counts["left_state_rows"] + counts["right_state_rows"]
+        figures = {
+            "rows_in": rows_in, **counts,
+            "null_rowtime_rows": counts["late_rows"],
+            "state_rows": state_rows,
+            "pending_rows": state_rows,
+        }
+        return Step(
+            output=output,
+            late=late,
+            state={LEFT_ROLE: left_state, RIGHT_ROLE: right_state},
+            history=None,
+            figures=figures,
+        )
+
+    def _side(
+        self, context: RunContext, read: InputRead, role: str, rowtime: str, *, end: int,
+        started: int, outer: bool,
+    ) -> _Side:
+        """`read`'s new rows after `role`'s state, marked; `end` is what a row's interval's end
+        adds to its rowtime (Flink's relative window size on the other input)."""
+        new_rows = reused(read.rows)
+        time = F.col(f"`{rowtime}`")
+        data_type = new_rows.select(time).schema[0].dataType
+        if not is_timestamp(data_type):
+            msg = (
+                f"interval join view over {read.spec.name!r}: its rowtime {rowtime!r} is "
+                f"{data_type.simpleString().upper()}; an interval join bounds TIMESTAMP(3) or "
+                "TIMESTAMP_LTZ(3) rowtimes"
+            )
+            raise DefinitionError(msg)
+        nulls = side_table_rows(new_rows.where(time.isNull()).drop(LATE_COLUMN),
+                                LateReason.NULL_ROWTIME)
+        timed = without_annotations(new_rows.where(time.isNotNull()))
+        stored = list(timed.columns) + ([MATCHED] if outer else [])
+        millis = timestamp_millis(time, data_type)
+        fresh = timed.select(
+            "*", F.lit(False).alias(MATCHED), F.lit(True).alias(_NEW),
+            (F.lit(started) >= millis + end).alias(_CLOSED),
+        )
+        state = context.state(role)
+        if state is not None:
+            matched = F.col(MATCHED) if MATCHED in state.columns else F.lit(False)
+            kept = state.select(*[F.col(f"`{c}`") for c in timed.columns],
+                                matched.alias(MATCHED), F.lit(False).alias(_NEW),
+                                F.lit(False).alias(_CLOSED))
+            fresh = kept.unionByName(fresh)
+        rows = fresh.select(
+            "*", F.struct(COMMIT_VERSION, POSITION).alias(ROW_ID), millis.alias(ROW_MS),
+            (millis + end).alias(_END),
+        )
+        return _Side(rows=reused(rows), stored=stored, nulls=nulls, new_rows=new_rows)
+
+    def _query(self, left: str, right: str, how: str, on: str | None = None) -> DataFrame:
+        """The view's SELECT over the rows of temporary views `left` and `right`, joined `how`
+        (see `joined_sql`)."""
+        sql = joined_sql(self.plan, left_view=left, right_view=right, how=how,
+                         on=parse_condition(on) if on else None)
+        return self._spark.sql(sql)
+
+
+def _view(rows: DataFrame) -> str:
+    """`rows` as a temporary view (a fresh name), for the view's SELECT to read."""
+    name = f"__ij_rows_{uuid.uuid4().hex[:12]}"
+    rows.createOrReplaceTempView(name)
+    return name
+
+
+def _settle(
+    side: _Side, matched: DataFrame, id_column: str, *, ending: int, outer: bool
+) -> tuple[DataFrame, DataFrame, DataFrame | None]:
+    """(`side`'s rows with this run's matches, the rows to keep in state, the rows to pad now
+    (None for an inner side)). A row stays while its interval's end is at or after the
+    watermark `ending`; an outer row that never matched is padded when it leaves (or, closed
+    on arrival, at once)."""
+    rows = side.rows
+    if outer:
+        hits = matched.select(F.col(id_column).alias(ROW_ID)).distinct().withColumn(
+            _HIT, F.lit(True))
+        rows = reused(rows.join(hits, on=ROW_ID, how="left").withColumn(
+            MATCHED, F.col(MATCHED) | F.coalesce(F.col(_HIT), F.lit(False))).drop(_HIT))
+    keep = ~F.col(_CLOSED) & (F.col(_END) >= F.lit(ending))
+    state = rows.where(keep).select(*[F.col(f"`{c}`") for c in side.stored])
+    padded = rows.where(~keep & ~F.col(MATCHED)) if outer else None
+    return rows, state, padded
+
+
+def _visible(output: DataFrame) -> DataFrame:
+    """The SELECT's columns: internal and changelog columns a `*` brought along dropped."""
+    hidden = [c for c in output.columns if c.startswith(INTERNAL_PREFIX) or c in SYSTEM_COLUMNS]
+    return output.drop(*hidden)
+
+
+def _input(spec: TableSpec | ViewSpec, view: str) -> TableSpec:
+    if not isinstance(spec, TableSpec):
+        msg = (
+            f"view {view!r}: the interval join reads {spec.name!r}, a view computed as a whole "
+            "on read, whose changes no operator can follow; join tables, derived tables, or "
+            "projections or filters of one"
+        )
+        raise DefinitionError(msg)
+    return spec
