@@ -39,8 +39,8 @@ from chronolake.lake.layout import output_path
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.faults import FaultPoint
 from chronolake.runtime.result import RunResult
-from chronolake.runtime.ticks import _commit_chunks
-from chronolake.watermarks._progress import SplitTick
+from chronolake.runtime.ticks import commit_chunks
+from chronolake.watermarks.progress import SplitTick
 
 T0 = datetime(2026, 1, 1, 9, 0)
 VIEW = "enriched"
@@ -247,6 +247,6 @@ def test_commits_fall_into_chunks_by_arrival_rank(
     sizes: list[int], bound: int | None, chunks: list[int], straddled: bool
 ) -> None:
     facts = [SplitTick("s", version, None, 0, rows) for version, rows in enumerate(sizes)]
-    found, cut_inside = _commit_chunks(facts, bound)
+    found, cut_inside = commit_chunks(facts, bound)
     assert [found[("s", version)] for version in range(len(sizes))] == chunks
     assert cut_inside is straddled

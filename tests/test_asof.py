@@ -25,7 +25,7 @@ from pyspark.sql.types import (
 )
 
 from chronolake.errors import DefinitionError
-from chronolake.joins import AsOfTuning, JoinType, join_valid_versions
+from chronolake.joins import AsOfTuning, JoinKind, join_valid_versions
 
 pytestmark = pytest.mark.spark
 
@@ -382,7 +382,7 @@ def test_rejects_output_names_clashing_with_probe_columns(sides) -> None:
 
 
 def test_join_type_enum_is_accepted(sides) -> None:
-    assert _matches(_call(sides, how=JoinType.LEFT)) == {1: 1}
+    assert _matches(_call(sides, how=JoinKind.LEFT)) == {1: 1}
 
 
 # --- property: every plan agrees with the brute-force model -----------------------------------

@@ -35,7 +35,7 @@ from chronolake.lake.layout import output_path
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.refresh import full_refresh
 from chronolake.runtime.result import RunStatus
-from chronolake.watermarks._late import REASON_COLUMN, LateReason
+from chronolake.watermarks import REASON_COLUMN, LateReason
 
 pytestmark = pytest.mark.spark
 

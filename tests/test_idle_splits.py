@@ -24,7 +24,6 @@ from chronolake.errors import DefinitionError
 from chronolake.lake import ARRIVAL_ORDER, backend_for
 from chronolake.schema import DeltaOptions, EmitStrategy, PhysicalColumn, TableSpec, WatermarkSpec
 from chronolake.watermarks import LONG_MIN, WatermarkStatus
-from chronolake.watermarks._progress import Progress, SplitTick
 from chronolake.watermarks.assigner import (
     LATE_COLUMN,
     WATERMARK_COLUMN,
@@ -32,6 +31,7 @@ from chronolake.watermarks.assigner import (
     WatermarkAssigner,
     WatermarkState,
 )
+from chronolake.watermarks.progress import Progress, SplitTick
 
 T0 = datetime(2024, 1, 1)
 T0_MS = 1_704_067_200_000  # T0 as UTC epoch millis

@@ -6,7 +6,7 @@ import json
 
 from chronolake.lake._files import TaggedFile, file_uri
 from chronolake.lake._log import ActionKind, log_file_name, parse_commit
-from chronolake.lake.backend import _spans
+from chronolake.lake.backend import version_spans
 
 
 def _lines(*entries: dict) -> list[str]:
@@ -79,4 +79,4 @@ def test_file_uri_decodes_logged_paths() -> None:
 
 
 def test_spans_keep_version_lists_short() -> None:
-    assert _spans([1, 2, 3, 7, 9, 10]) == "1..3, 7, 9..10"
+    assert version_spans([1, 2, 3, 7, 9, 10]) == "1..3, 7, 9..10"

@@ -17,8 +17,7 @@ from pyspark.sql import functions as F
 
 from chronolake.errors import DefinitionError, RunError
 from chronolake.lake import ARRIVAL_ORDER, backend_for
-from chronolake.watermarks import LONG_MIN
-from chronolake.watermarks._late import REASON_COLUMN
+from chronolake.watermarks import LONG_MIN, REASON_COLUMN
 from chronolake.watermarks.assigner import (
     WATERMARK_COLUMN,
     AssignedChangelog,

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
+
+from chronolake.lake.scratch import TEMP_PREFIX, scratch_name, sweep
 
 
 def write_text_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder, fsync, then rename over `path`."""
+    """Write via a temporary file in the same folder, fsync, then rename over `path`.
+
+    The temporary files that killed writers left in that folder go first (`sweep`).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as handle:
+    sweep(path.parent)
+    tmp = path.parent / scratch_name(TEMP_PREFIX)
+    with tmp.open("x") as handle:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())

@@ -22,9 +22,20 @@ from pyspark.sql.types import StructField, StructType
 
 from chronolake._class_archive import driver_java_options
 
-# Spark's Python workers must run this interpreter (the project's .venv), not the system one.
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+def worker_python() -> dict[str, str]:
+    """`PYSPARK_PYTHON` and `PYSPARK_DRIVER_PYTHON` as the environment sets them, else this
+    interpreter (the project's .venv): Spark's Python workers must run it, not the system one.
+
+    pyspark reads them from the environment when its context starts (it ignores
+    `spark.pyspark.python` in local mode), so `start_spark_driver` sets them then, and a
+    Connect server gets them in its environment; importing chronolake changes nothing.
+    """
+    return {
+        name: os.environ.get(name, sys.executable)
+        for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+    }
+
 
 LOCAL_SPARK_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
@@ -154,6 +165,7 @@ def start_spark_driver(conf: Mapping[str, str]) -> None:
     # pyspark's gateway to its JVM: set once per process, by the first SparkContext.
     if SparkContext._gateway is not None or _spark_connect(conf):
         return
+    os.environ.update(worker_python())
     spark_conf = SparkConf().setAll(list(conf.items()))
     gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
     if gateway.proc is not None:  # None: a JVM given by PYSPARK_GATEWAY_PORT, not started here

@@ -44,7 +44,9 @@ from chronolake.runtime.removal import (
 from chronolake.schema import ChangelogMode, StartupMode, TableSpec, ViewSpec
 from chronolake.schema.spec import KeepRow
 from chronolake.schema.type_compat import check_stored_types
-from chronolake.sql._existing import (
+from chronolake.sql.current_watermark import HeldWatermark, bind, held_by, uses_current_watermark
+from chronolake.sql.ddl import DropStatement, QueryStatement, Statement, parse_statements
+from chronolake.sql.existing import (
     Kind,
     readers_error,
     readers_of,
@@ -53,8 +55,6 @@ from chronolake.sql._existing import (
     unknown_error,
     wrong_kind_error,
 )
-from chronolake.sql.current_watermark import HeldWatermark, bind, held_by, uses_current_watermark
-from chronolake.sql.ddl import DropStatement, QueryStatement, Statement, parse_statements
 from chronolake.sql.query import parse_query, referenced_tables, temporal_joins, to_spark
 from chronolake.sql.temporal import TemporalJoinPlan, TimeMode, plan_temporal_join
 from chronolake.sql.view_kinds import (

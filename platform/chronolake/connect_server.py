@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyspark
 
-from chronolake._spark import local_spark_conf, pass_on_stderr
+from chronolake._spark import local_spark_conf, pass_on_stderr, worker_python
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
@@ -39,8 +39,9 @@ def server_command(port: int) -> list[str]:
 
 
 def server_environment() -> dict[str, str]:
-    """This process's environment, with `SPARK_HOME` at the pyspark package's Spark."""
-    return {**os.environ, "SPARK_HOME": str(SPARK_HOME)}
+    """This process's environment, with `SPARK_HOME` at the pyspark package's Spark and the
+    Python its workers run (`worker_python`)."""
+    return {**os.environ, **worker_python(), "SPARK_HOME": str(SPARK_HOME)}
 
 
 def free_port() -> int:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from chronolake.joins.asof import JoinType, join_valid_versions
+from chronolake.joins.asof import join_valid_versions
+from chronolake.joins.kind import JoinKind
 from chronolake.joins.tuning import AsOfTuning
 
-__all__ = ["AsOfTuning", "JoinType", "join_valid_versions"]
+__all__ = ["AsOfTuning", "JoinKind", "join_valid_versions"]

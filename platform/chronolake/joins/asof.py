@@ -10,7 +10,6 @@ side is never shuffled and key skew costs nothing; a large one is shuffled with 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from enum import StrEnum
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -20,6 +19,7 @@ from chronolake.errors import DefinitionError
 from chronolake.joins._buckets import plan_buckets
 from chronolake.joins._columns import all_of, is_version_event, quote
 from chronolake.joins._intervals import END, validity_intervals
+from chronolake.joins.kind import JoinKind
 from chronolake.joins.tuning import AsOfTuning
 from chronolake.lake.changelog import ARRIVAL_ORDER, ROW_KIND, SYSTEM_COLUMNS
 
@@ -37,13 +37,6 @@ _BUILD_KIND = "__cl_kind"
 _MATCH_OK = "__cl_ok"
 
 
-class JoinType(StrEnum):
-    """Which probe rows come out: matched ones only, or all (unmatched with null build columns)."""
-
-    INNER = "inner"
-    LEFT = "left"
-
-
 def join_valid_versions(
     probe: DataFrame,
     build: DataFrame,
@@ -52,7 +45,7 @@ def join_valid_versions(
     build_keys: Sequence[str],
     probe_time: str,
     build_time: str,
-    how: JoinType | str = JoinType.INNER,
+    how: JoinKind | str = JoinKind.INNER,
     build_order: Sequence[str] = ARRIVAL_ORDER,
     build_row_kind: str | None = ROW_KIND,
     build_columns: Sequence[str] | Mapping[str, str] | None = None,
@@ -187,7 +180,7 @@ def join_valid_versions(
     build_out = [F.col(quote(name)) for name in outputs.values()]
     if condition is None:
         return matched.select(*probe_out, *build_out)
-    if join_type is JoinType.INNER:
+    if join_type is JoinKind.INNER:
         return matched.where(condition).select(*probe_out, *build_out)
     accepted = matched.withColumn(_MATCH_OK, F.coalesce(condition, F.lit(False)))
     nulled = [
@@ -197,12 +190,13 @@ def join_valid_versions(
     return accepted.select(*probe_out, *nulled)
 
 
-def _join_type(how: JoinType | str) -> JoinType:
-    try:
-        return JoinType(how)
-    except ValueError:
-        msg = f"how={how!r} is not a temporal join type: expected 'inner' or 'left'"
-        raise DefinitionError(msg) from None
+def _join_type(how: JoinKind | str) -> JoinKind:
+    """INNER or LEFT: a temporal join keeps every probe row or only matched ones, never
+    unmatched build versions."""
+    if how in (JoinKind.INNER, JoinKind.LEFT):
+        return JoinKind(how)
+    msg = f"how={how!r} is not a temporal join type: expected 'inner' or 'left'"
+    raise DefinitionError(msg)
 
 
 def _check_key_lists(probe_keys: Sequence[str], build_keys: Sequence[str]) -> None:

@@ -15,7 +15,8 @@ import uuid
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from chronolake.joins.asof import JoinType, join_valid_versions
+from chronolake.joins.asof import join_valid_versions
+from chronolake.joins.kind import JoinKind
 from chronolake.lake.changelog import (
     ARRIVAL_ORDER,
     COMMIT_VERSION,
@@ -61,7 +62,7 @@ def matched_versions(
         build_keys=list(plan.build_keys),
         probe_time="__tj_pt",
         build_time=plan.build_time,
-        how=JoinType.INNER,
+        how=JoinKind.INNER,
         build_order=ARRIVAL_ORDER,
         build_row_kind=ROW_KIND if ROW_KIND in build_events.columns else None,
         build_columns={c: f"{_BUILD_PREFIX}{c}" for c in columns},

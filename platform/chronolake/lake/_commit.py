@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
-from uuid import uuid4
 
 from chronolake.lake._log import log_file_name
+from chronolake.lake.scratch import TEMP_PREFIX, scratch_name
 
 
 class CommitConflict(Exception):
@@ -78,7 +78,7 @@ def write_commit(
           for f in change_data),
     ]
     log = root / "_delta_log"
-    staged = log / f".{log_file_name(version)}.{uuid4().hex}.tmp"
+    staged = log / scratch_name(TEMP_PREFIX)  # a killed writer's is swept by the next write
     staged.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     try:
         os.link(staged, log / log_file_name(version))  # put-if-absent

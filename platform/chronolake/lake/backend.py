@@ -338,10 +338,10 @@ class LakeBackend(ABC):
             raise SourceError(msg)
         versions = range(start, end + 1)
         commits = self._read_log(path, versions)
-        gone = [v for v in versions if v not in commits]
+        gone = version_spans([v for v in versions if v not in commits])
         if gone:
             msg = (
-                f"{path}: version(s) {_spans(gone)} are no longer in the Delta log (removed by "
+                f"{path}: version(s) {gone} are no longer in the Delta log (removed by "
                 "log cleanup), so their changes cannot be read; run a full refresh from the "
                 f"snapshot at version {latest}, and keep delta.logRetentionDuration longer "
                 "than the time between runs"
@@ -380,9 +380,9 @@ class LakeBackend(ABC):
     def _check_files_exist(self, path: str | Path, files: list[TaggedFile]) -> None:
         missing = self._missing_files(list(dict.fromkeys(f.uri for f in files)))
         if missing:
-            versions = sorted({f.version for f in files if f.uri in missing})
+            versions = version_spans(sorted({f.version for f in files if f.uri in missing}))
             msg = (
-                f"{path}: data files of version(s) {_spans(versions)} are missing (removed by "
+                f"{path}: data files of version(s) {versions} are missing (removed by "
                 "VACUUM), so these versions cannot be read; run a full refresh from the latest "
                 "snapshot, and keep delta.deletedFileRetentionDuration longer than the time "
                 "between runs"
@@ -408,7 +408,7 @@ def _deletion_vector_message(path: str | Path, version: int) -> str:
     )
 
 
-def _spans(versions: Sequence[int]) -> str:
+def version_spans(versions: Sequence[int]) -> str:
     """`[1, 2, 3, 7]` -> `'1..3, 7'`: version lists stay short in messages."""
     spans: list[list[int]] = []
     for v in versions:

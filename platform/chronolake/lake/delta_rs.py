@@ -15,7 +15,6 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import unquote
-from uuid import uuid4
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,6 +42,7 @@ from chronolake.lake._log import CDF_PROPERTY, ActionKind, LogCommit, log_file_n
 from chronolake.lake.backend import LakeBackend, TableMetadata
 from chronolake.lake.changelog import POSITION, SYSTEM_COLUMNS
 from chronolake.lake.deletion_vectors import FEATURE, deleted_rows, enabling_actions, write_vectors
+from chronolake.lake.scratch import staging_folder, sweep
 from chronolake.lake.upserts import (
     FILE_NAME,
     ROW_INDEX,
@@ -384,10 +384,18 @@ def _create_if_missing(
 
 
 def _write_files(df: DataFrame, root: Path, partition_columns: list[str]) -> list[AddAction]:
-    """Spark writes `df` as parquet into a staging folder of the table, then the files move in."""
-    staging = root / f".chronolake-staging-{uuid4().hex}"
+    """Spark writes `df` as parquet into a staging folder of the table, then the files move in.
+
+    What killed writes left in the table (staging folders, temporary commits) goes first.
+    """
+    for folder in (root, root / "_delta_log"):
+        sweep(folder)
+    staging = staging_folder(root)
     try:
         df.write.partitionBy(*partition_columns).parquet(str(staging))
+        from chronolake.runtime.faults import FaultPoint, fault_point  # runtime imports lake
+
+        fault_point(FaultPoint.IN_STAGING)
         return _move_into_table(staging, root)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

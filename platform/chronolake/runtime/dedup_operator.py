@@ -1,7 +1,7 @@
 """Deduplication as a run operator: the row each key keeps, and its changes, as Flink emits them.
 
 A view `SELECT ... FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY t DESC|ASC)
-AS rn FROM src) WHERE rn = 1` keeps one row per key (`chronolake.sql._views`):
+AS rn FROM src) WHERE rn = 1` keeps one row per key (`chronolake.sql.views`):
 
 - keep-last (`DESC`): a row whose `t` is at or after the kept row's replaces it (among rows
   with the same `t`, the later arrival wins), as Flink's `RowTimeDeduplicateFunction` keeps
@@ -41,8 +41,8 @@ from chronolake.runtime.operator import (
 )
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.schema.spec import KeepRow
-from chronolake.sql._views import kept_row_selects
-from chronolake.watermarks._late import LateReason, side_table_rows
+from chronolake.sql.views import kept_row_selects
+from chronolake.watermarks.late import LateReason, side_table_rows
 from chronolake.watermarks.watermark import Watermark
 
 KEPT_ROLE = "kept"

@@ -19,6 +19,7 @@ class FaultPoint(StrEnum):
 
     AFTER_INTENT = "after_intent"  # input versions fixed, nothing else written
     AFTER_READ = "after_read"  # inputs read and joined, nothing written yet
+    IN_STAGING = "in_staging"  # Spark wrote the output's files into staging, not moved in yet
     AFTER_OUTPUT = "after_output"  # output committed
     AFTER_SIDE_OUTPUT = "after_side_output"  # late/invalid rows committed
     AFTER_STATE = "after_state"  # history and state written

@@ -50,7 +50,6 @@ from chronolake.runtime.source_checks import (
 from chronolake.schema import StartupMode, TableSpec
 from chronolake.schema.options import SPLIT_BY_PARTITIONS
 from chronolake.sql.current_watermark import held_by
-from chronolake.watermarks._progress import SplitTick
 from chronolake.watermarks.assigner import (
     LATE_COLUMN,
     WATERMARK_COLUMN,
@@ -58,6 +57,7 @@ from chronolake.watermarks.assigner import (
     WatermarkState,
     collect_maxima,
 )
+from chronolake.watermarks.progress import SplitTick
 from chronolake.watermarks.watermark import LONG_MIN, Watermark
 
 SNAPSHOT_PHASE = "snapshot"

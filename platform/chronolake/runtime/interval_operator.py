@@ -55,9 +55,9 @@ from chronolake.sql.interval import (
     parse_condition,
     plan_interval_join,
 )
-from chronolake.watermarks._late import LateReason, side_table_rows
-from chronolake.watermarks._millis import is_timestamp, timestamp_millis
 from chronolake.watermarks.assigner import LATE_COLUMN
+from chronolake.watermarks.late import LateReason, side_table_rows
+from chronolake.watermarks.millis import is_timestamp, timestamp_millis
 from chronolake.watermarks.watermark import LONG_MIN, Watermark
 
 LEFT_ROLE, RIGHT_ROLE = "left", "right"

@@ -52,8 +52,8 @@ from chronolake.runtime.operator import (
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.schema.spec import KeepRow
 from chronolake.sql.temporal import TemporalJoinPlan, TimeMode, plan_temporal_join
-from chronolake.watermarks._late import LateReason, side_table_rows
 from chronolake.watermarks.assigner import LATE_COLUMN
+from chronolake.watermarks.late import LateReason, side_table_rows
 from chronolake.watermarks.watermark import Watermark
 
 

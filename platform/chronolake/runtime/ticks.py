@@ -41,14 +41,14 @@ from chronolake.runtime.checkpoint import Checkpoint, InputPosition
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import Operator, RunContext, Step, reused
 from chronolake.runtime.result import TickReport
-from chronolake.watermarks._millis import watermark_millis
-from chronolake.watermarks._progress import GENERATED, SPLIT, Progress, SplitTick
 from chronolake.watermarks.assigner import (
     LATE_COLUMN,
     WATERMARK_COLUMN,
     AssignedChangelog,
     WatermarkAssigner,
 )
+from chronolake.watermarks.millis import watermark_millis
+from chronolake.watermarks.progress import GENERATED, SPLIT, Progress, SplitTick
 from chronolake.watermarks.watermark import Watermark
 
 TICK_COLUMN = "__tick"
@@ -311,14 +311,14 @@ def _cut(read: InputRead) -> _Cut:
     commits = tuple(sorted(read.maxima, key=lambda fact: (fact.split, fact.tick)))
     bound = read.spec.options.max_rows_per_tick
     by_commit = bound is None or assigner.is_system_watermark
-    chunks, straddled = _commit_chunks(commits, None if by_commit else bound)
+    chunks, straddled = commit_chunks(commits, None if by_commit else bound)
     if not straddled:
         return _Cut(read, commits, chunks, None)
     assert bound is not None
     return _Cut(read, commits, None, reused(_chunked(read, commits, bound)))
 
 
-def _commit_chunks(
+def commit_chunks(
     commits: Sequence[SplitTick], bound: int | None
 ) -> tuple[dict[tuple[str, int], int], bool]:
     """Each commit's chunk in its split (by rank, or one per commit when `bound` is None),

@@ -50,9 +50,9 @@ from chronolake.sql.current_watermark import bind_spark_sql, held_by
 from chronolake.sql.view_kinds import is_updating
 from chronolake.sql.window import WINDOW_COLUMNS, WindowPlan, plan_window_aggregate
 from chronolake.sql.window_rank import WindowRankPlan, is_window_rank, plan_window_rank
-from chronolake.watermarks._late import REASON_COLUMN, LateReason
-from chronolake.watermarks._millis import is_timestamp
 from chronolake.watermarks.assigner import WatermarkAssigner
+from chronolake.watermarks.late import REASON_COLUMN, LateReason
+from chronolake.watermarks.millis import is_timestamp
 from chronolake.watermarks.watermark import LONG_MIN, Watermark
 from chronolake.windows.rank import ranked_rows
 from chronolake.windows.session import open_sessions, split_sessions

@@ -1,5 +1,6 @@
 """Flink SQL on sqlglot: DDL into specs, queries into Spark SQL and temporal joins."""
 
+from chronolake.joins.kind import JoinKind
 from chronolake.sql.ddl import (
     DropStatement,
     QueryStatement,
@@ -9,7 +10,6 @@ from chronolake.sql.ddl import (
     parse_view,
 )
 from chronolake.sql.query import (
-    JoinKind,
     TemporalJoinRef,
     referenced_tables,
     temporal_joins,

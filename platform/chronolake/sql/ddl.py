@@ -24,7 +24,9 @@ from sqlglot import exp
 from chronolake.dialect import canonical_sql, parse_flink
 from chronolake.errors import DefinitionError
 from chronolake.schema import TableSpec, ViewSpec
-from chronolake.sql._existing import (
+from chronolake.sql._names import relation_name
+from chronolake.sql._tables import table_spec
+from chronolake.sql.existing import (
     readers_error,
     readers_of,
     same_definition,
@@ -32,9 +34,7 @@ from chronolake.sql._existing import (
     unknown_error,
     wrong_kind_error,
 )
-from chronolake.sql._names import relation_name
-from chronolake.sql._tables import table_spec
-from chronolake.sql._views import view_spec
+from chronolake.sql.views import view_spec
 
 
 class QueryStatement(BaseModel):
@@ -79,7 +79,7 @@ def parse_statements(
     a drop a crash interrupted). The whole script is checked before anything is
     returned, so one error means no statement is used.
 
-    A name taken already (see `chronolake.sql._existing`): `CREATE` with the same
+    A name taken already (see `chronolake.sql.existing`): `CREATE` with the same
     definition is kept (running a script again changes nothing); `IF NOT EXISTS` keeps
     what is there; `OR REPLACE` with a different definition becomes a `DropStatement`
     with `replaced_by`; any other `CREATE` is refused. `DROP` of a name other views read

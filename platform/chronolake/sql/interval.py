@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
-from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
 
 from chronolake.dialect import canonical_sql, spark_sql
 from chronolake.errors import DefinitionError
+from chronolake.joins.kind import JoinKind
 from chronolake.schema import StartupMode, TableSpec, ViewSpec
 from chronolake.schema.options import ChangelogMode
 from chronolake.sql._names import relation_name
@@ -51,30 +51,13 @@ _UNIT_MS = {"MILLISECOND": 1, "SECOND": 1_000, "MINUTE": 60_000, "HOUR": 3_600_0
 _EXAMPLE = "a.t BETWEEN b.t - INTERVAL '5' SECOND AND b.t + INTERVAL '6' SECOND"
 
 
-class IntervalJoinKind(StrEnum):
-    """Which rows without a match in their interval are emitted, null-padded."""
-
-    INNER = "inner"
-    LEFT = "left"
-    RIGHT = "right"
-    FULL = "full"
-
-    @property
-    def pads_left(self) -> bool:
-        return self in (IntervalJoinKind.LEFT, IntervalJoinKind.FULL)
-
-    @property
-    def pads_right(self) -> bool:
-        return self in (IntervalJoinKind.RIGHT, IntervalJoinKind.FULL)
-
-
 class IntervalJoinPlan(BaseModel):
     """A validated interval join: `left.t BETWEEN right.t + lower_ms AND right.t + upper_ms`."""
 
     model_config = ConfigDict(frozen=True)
 
     query: str = Field(..., description="The whole query, canonical Flink SQL.")
-    kind: IntervalJoinKind
+    kind: JoinKind
     left: TableSpec | ViewSpec = Field(..., description="The FROM table.")
     left_alias: str
     right: TableSpec | ViewSpec = Field(..., description="The joined table.")
@@ -141,7 +124,7 @@ def plan_interval_join(
     on, where = join.args.get("on"), select.args.get("where")
     conjuncts = _conjuncts(on) if on is not None else []
     after = None
-    if kind is IntervalJoinKind.INNER:
+    if kind is JoinKind.INNER:
         conjuncts += _conjuncts(where.this) if where is not None else []
     elif where is not None:
         after = where.this
@@ -394,7 +377,7 @@ def _refuse_other_clauses(select: exp.Select, where_: str) -> None:
         raise DefinitionError(msg)
 
 
-def _join_kind(join: exp.Join, written: str) -> IntervalJoinKind:
+def _join_kind(join: exp.Join, written: str) -> JoinKind:
     side, kind = (join.side or "").upper(), (join.kind or "").upper()
     if join.args.get("using") or kind in ("SEMI", "ANTI"):
         msg = (
@@ -402,7 +385,7 @@ def _join_kind(join: exp.Join, written: str) -> IntervalJoinKind:
             "or FROM a, b WHERE ...; write the key equality and time bounds in ON"
         )
         raise DefinitionError(msg)
-    return IntervalJoinKind(side.lower()) if side else IntervalJoinKind.INNER
+    return JoinKind(side.lower()) if side else JoinKind.INNER
 
 
 def _is_table(node: exp.Expr) -> bool:

@@ -11,21 +11,13 @@ Example:
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
 
 from chronolake.dialect import canonical_sql, parse_expression, spark_sql
 from chronolake.errors import DefinitionError
+from chronolake.joins.kind import JoinKind
 from chronolake.sql._names import relation_name
-
-
-class JoinKind(StrEnum):
-    """The temporal joins Flink supports: INNER drops unmatched probe rows, LEFT keeps them."""
-
-    INNER = "inner"
-    LEFT = "left"
 
 
 class TemporalJoinRef(BaseModel):
@@ -38,7 +30,7 @@ class TemporalJoinRef(BaseModel):
     time_attribute: str = Field(..., description="The AS OF expression, e.g. 'o.order_time'.")
     probe_alias: str = Field(..., description="Alias of the probe side the time belongs to.")
     probe_table: str | None = Field(None, description="The probe side's table, if it is one.")
-    kind: JoinKind = Field(..., description="inner or left.")
+    kind: JoinKind = Field(..., description="inner or left (temporal joins are no other kind).")
     condition: str = Field(..., description="The ON condition, canonical Flink SQL.")
 
 

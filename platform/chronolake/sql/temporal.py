@@ -25,9 +25,10 @@ from sqlglot import exp
 
 from chronolake.dialect import spark_sql
 from chronolake.errors import DefinitionError
+from chronolake.joins.kind import JoinKind
 from chronolake.lake.changelog import COMMIT_VERSION, POSITION, ROW_KIND, RowKind
 from chronolake.schema import TableSpec, ViewSpec
-from chronolake.sql.query import JoinKind, TemporalJoinRef, parse_query, temporal_joins
+from chronolake.sql.query import TemporalJoinRef, parse_query, temporal_joins
 
 PROBE_VERSION = "__tj_probe_version"
 PROBE_POSITION = "__tj_probe_position"

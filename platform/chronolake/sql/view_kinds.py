@@ -33,6 +33,7 @@ from sqlglot import exp
 
 from chronolake.dialect import flink_type
 from chronolake.errors import DefinitionError
+from chronolake.joins.kind import JoinKind
 from chronolake.schema.options import ChangelogMode, DeltaOptions
 from chronolake.schema.spec import (
     PhysicalColumn,
@@ -43,7 +44,7 @@ from chronolake.schema.spec import (
 )
 from chronolake.sql._names import lookup, relation_name
 from chronolake.sql.current_watermark import refuse_current_watermark
-from chronolake.sql.interval import IntervalJoinKind, is_interval_join, plan_interval_join
+from chronolake.sql.interval import is_interval_join, plan_interval_join
 from chronolake.sql.query import TemporalJoinRef, parse_query, temporal_joins
 from chronolake.sql.window import is_window_aggregate
 from chronolake.sql.window_rank import is_window_rank, rank_outline
@@ -222,7 +223,7 @@ def _out_of_interval_join(view: ViewSpec, select: exp.Select, catalog: Catalog) 
     (the right's for a RIGHT JOIN, else the left's) when the SELECT keeps it, else the other's."""
     plan = plan_interval_join(view.query, catalog, view=view.name)
     sides = [(plan.left_alias, plan.left_time), (plan.right_alias, plan.right_time)]
-    if plan.kind is IntervalJoinKind.RIGHT:
+    if plan.kind is JoinKind.RIGHT:
         sides.reverse()
     kept = [_passed_through(select, alias, column) for alias, column in sides]
     return view.model_copy(update={

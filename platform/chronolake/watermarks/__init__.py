@@ -1,6 +1,5 @@
 """Watermark values, the valve that combines channels, and watermark generation."""
 
-from chronolake.watermarks._late import REASON_COLUMN, LateReason
 from chronolake.watermarks.assigner import (
     LATE_COLUMN,
     WATERMARK_COLUMN,
@@ -8,6 +7,7 @@ from chronolake.watermarks.assigner import (
     WatermarkAssigner,
     WatermarkState,
 )
+from chronolake.watermarks.late import REASON_COLUMN, LateReason
 from chronolake.watermarks.valve import CombinedWatermarkStatus, ValveOutput, WatermarkValve
 from chronolake.watermarks.watermark import LONG_MAX, LONG_MIN, Watermark, WatermarkStatus
 

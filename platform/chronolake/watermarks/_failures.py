@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from chronolake.errors import RunError
 from chronolake.lake.changelog import COMMIT_VERSION, POSITION
-from chronolake.watermarks._progress import GENERATED, SPLIT
+from chronolake.watermarks.progress import GENERATED, SPLIT
 
 
 def _fails(frame: DataFrame) -> bool:

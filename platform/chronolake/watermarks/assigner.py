@@ -37,14 +37,14 @@ from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_TIMESTAMP, COMMIT_VE
 from chronolake.schema import ComputedColumn, EmitStrategy, TableSpec
 from chronolake.schema.options import SPLIT_BY_PARTITIONS
 from chronolake.watermarks._failures import raise_strategy_failure
-from chronolake.watermarks._millis import (
+from chronolake.watermarks.millis import (
     check_watermark_type,
     is_timestamp,
     millis_timestamp,
     timestamp_millis,
     watermark_millis,
 )
-from chronolake.watermarks._progress import (
+from chronolake.watermarks.progress import (
     GENERATED,
     IN_FORCE,
     LATE_BELOW,

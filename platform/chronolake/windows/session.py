@@ -35,9 +35,9 @@ from pyspark.sql import functions as F
 
 from chronolake.errors import RunError
 from chronolake.lake.changelog import ARRIVAL_ORDER
-from chronolake.watermarks._late import LateReason, side_table_rows
-from chronolake.watermarks._millis import millis_timestamp, timestamp_millis
 from chronolake.watermarks.assigner import LATE_COLUMN, WATERMARK_COLUMN
+from chronolake.watermarks.late import LateReason, side_table_rows
+from chronolake.watermarks.millis import millis_timestamp, timestamp_millis
 from chronolake.windows.tvf import WINDOW_END, WINDOW_START, WINDOW_TIME, WindowSplit
 
 _T = "__s_t"

@@ -50,9 +50,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from chronolake.errors import DefinitionError, RunError
-from chronolake.watermarks._late import LateReason, count_by_reason, side_table_rows
-from chronolake.watermarks._millis import millis_timestamp, timestamp_millis
 from chronolake.watermarks.assigner import LATE_COLUMN, WATERMARK_COLUMN, AssignedChangelog
+from chronolake.watermarks.late import LateReason, count_by_reason, side_table_rows
+from chronolake.watermarks.millis import millis_timestamp, timestamp_millis
 from chronolake.watermarks.watermark import LONG_MAX
 from chronolake.windows.assign import END, START, WindowKind, Windows
 

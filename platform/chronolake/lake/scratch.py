@@ -1,0 +1,156 @@
+"""Scratch a writer makes next to what it writes, and its removal once that writer is gone.
+
+Every write into the lake goes through scratch first: Spark writes a table's new
+files into a staging folder inside the table (`.chronolake-staging-…`), and a
+small document or a Delta commit is first written to a temporary file
+(`.chronolake-tmp-…`). A writer killed with SIGKILL cannot remove its scratch, so
+every writer first sweeps the folder it writes into (`sweep`): the next write of a
+table removes what killed attempts left there.
+
+No lock is needed for that to be safe, so it holds between processes that share
+nothing but the lake: a scratch name says who made it (`Writer`: host, process id,
+the process's start, the time it was made), and it is removed only when that
+writer is provably gone. On the same host that is checked (no such process, a
+zombie, or a later process that reused the id); scratch of another host, or of
+another writer (delta-rs's own `_commit_*.json.tmp`, or names of older chronolake
+versions), is removed once older than `FOREIGN_SCRATCH_TTL_S`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from uuid import uuid4
+
+STAGING_PREFIX = ".chronolake-staging-"
+TEMP_PREFIX = ".chronolake-tmp-"
+SCRATCH_PREFIXES = (STAGING_PREFIX, TEMP_PREFIX)
+FOREIGN_SCRATCH_TTL_S = 24 * 3600
+"""How old scratch whose writer cannot be checked must be before it is removed: longer than
+any write runs."""
+
+_DELTA_RS_TEMP = re.compile(r"_commit_[0-9a-f-]+\.json\.tmp")
+_GONE_STATES = frozenset("ZX")  # zombie, dead: killed, not yet reaped by its parent
+
+
+@dataclass(frozen=True)
+class Writer:
+    """Who made a scratch name: `host` (with its process namespace), `pid`, `started` (a token
+    of when that process started, "" where the system does not say) and `made_ms` (when)."""
+
+    host: str
+    pid: int
+    started: str
+    made_ms: int
+
+    @classmethod
+    def current(cls) -> Writer:
+        pid = os.getpid()
+        return cls(_host(), pid, _process_start(pid) or "", int(time.time() * 1000))
+
+    def tag(self) -> str:
+        return f"{self.host}.{self.pid}.{self.started or '-'}.{self.made_ms}"
+
+    @classmethod
+    def parse(cls, tag: str) -> Writer | None:
+        """The writer a scratch name's tag names; None for a name this module did not make."""
+        parts = tag.split(".")
+        if len(parts) != 4 or not (parts[1].isdigit() and parts[3].isdigit()):
+            return None
+        host, pid, started, made_ms = parts
+        return cls(host, int(pid), "" if started == "-" else started, int(made_ms))
+
+    def is_gone(self, now_s: float) -> bool:
+        """Whether this writer can no longer be writing (see the module's docstring)."""
+        if self.host != _host():
+            return now_s - self.made_ms / 1000 > FOREIGN_SCRATCH_TTL_S
+        started = _process_start(self.pid)
+        return started is None or (bool(self.started) and started != self.started)
+
+
+def scratch_name(prefix: str) -> str:
+    """A new scratch name for this process: `prefix`, its writer's tag, and a unique suffix."""
+    return f"{prefix}{Writer.current().tag()}.{uuid4().hex}"
+
+
+def staging_folder(root: Path) -> Path:
+    """A new staging folder for Spark's files of a write into the table at `root`."""
+    return root / scratch_name(STAGING_PREFIX)
+
+
+def sweep(folder: Path) -> list[Path]:
+    """Remove the scratch in `folder` (not below it) whose writer is gone; returns what went.
+    A folder that does not exist has none."""
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return []
+    now = time.time()
+    removed = []
+    for entry in entries:
+        if not _is_debris(entry, now):
+            continue
+        path = Path(entry.path)
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def _is_debris(entry: os.DirEntry[str], now_s: float) -> bool:
+    prefix = next((p for p in SCRATCH_PREFIXES if entry.name.startswith(p)), None)
+    if prefix is None:
+        return _DELTA_RS_TEMP.fullmatch(entry.name) is not None and _older_than_ttl(entry, now_s)
+    writer = Writer.parse(entry.name.removeprefix(prefix).rsplit(".", 1)[0])
+    return _older_than_ttl(entry, now_s) if writer is None else writer.is_gone(now_s)
+
+
+def _older_than_ttl(entry: os.DirEntry[str], now_s: float) -> bool:
+    try:
+        return now_s - entry.stat(follow_symlinks=False).st_mtime > FOREIGN_SCRATCH_TTL_S
+    except FileNotFoundError:
+        return False  # removed meanwhile
+
+
+@cache
+def _host() -> str:
+    """This host's name, with the process namespace where it has one (containers sharing a
+    host name see different process ids), as one dot-free token."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    except OSError:
+        namespace = ""
+    name = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+    return f"{name}-{namespace}" if namespace else name
+
+
+def _process_start(pid: int) -> str | None:
+    """When process `pid` started (clock ticks after boot, from /proc), "" where there is no
+    /proc; None when no such process runs (or only its zombie)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        if Path("/proc/self/stat").exists():
+            return None
+        return _without_proc(pid)
+    except (OSError, IndexError):
+        return ""
+    return None if fields[0] in _GONE_STATES else fields[19]
+
+
+def _without_proc(pid: int) -> str | None:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # it runs, as another user
+    return ""

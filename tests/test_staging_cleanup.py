@@ -1,0 +1,192 @@
+"""Scratch left by killed writers is removed by the next write, and a live writer's never is.
+
+A run killed with SIGKILL while Spark writes a table's files into staging leaves
+its `.chronolake-staging-…` folder; the next run of the table removes it and
+commits what a run that never crashed commits. Scratch is removed by who made it
+(`chronolake.lake.scratch`), not by a lock: another process's staging folder
+survives a write into the same table while that process lives.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from _crash import (
+    REPO,
+    SIGKILL_RETURNCODE,
+    add_batch,
+    build_tiny_lake,
+    delta_rows,
+    run_in_subprocess,
+    same_rows,
+)
+from pyspark.sql import SparkSession
+
+from chronolake.catalog import Catalog
+from chronolake.lake import DeltaRsBackend
+from chronolake.lake.layout import output_path
+from chronolake.lake.scratch import (
+    FOREIGN_SCRATCH_TTL_S,
+    STAGING_PREFIX,
+    TEMP_PREFIX,
+    Writer,
+    sweep,
+)
+from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore
+from chronolake.runtime.derived import DerivedTable
+from chronolake.runtime.faults import FaultPoint
+from chronolake.runtime.result import RunStatus
+
+VIEW = "orders_enriched"
+
+
+def _debris(root: Path) -> list[str]:
+    """Every scratch file or folder below `root`: chronolake's, delta-rs's, Spark's."""
+    return sorted(
+        str(p.relative_to(root)) for p in root.rglob("*")
+        if p.name.startswith((STAGING_PREFIX, TEMP_PREFIX, "_temporary"))
+        or p.name.endswith(".tmp")
+    )
+
+
+def _start(code: str, **kwargs: object) -> subprocess.Popen[str]:
+    """A Python process running `code` with chronolake importable."""
+    return subprocess.Popen(  # type: ignore[call-overload]
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, text=True,
+        stdout=subprocess.PIPE, **kwargs,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_run_killed_while_spark_writes_into_staging_is_redone_and_leaves_no_debris(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    template = tmp_path / "template"
+    assert DerivedTable(build_tiny_lake(template, spark), VIEW).run().status is (
+        RunStatus.COMMITTED
+    )
+    reference, lake = tmp_path / "reference", tmp_path / "lake"
+    for root in (reference, lake):
+        shutil.copytree(template, root)
+        add_batch(root, 1)
+    assert DerivedTable(Catalog(reference, spark), VIEW).run().status is RunStatus.COMMITTED
+
+    killed = run_in_subprocess(lake, VIEW, fault=FaultPoint.IN_STAGING.value)
+    assert killed.returncode == SIGKILL_RETURNCODE, killed.stderr[-3000:]
+    left = _debris(lake)
+    assert left and all(STAGING_PREFIX in name for name in left), left
+
+    rerun = DerivedTable(Catalog(lake, spark), VIEW).run()
+    assert (rerun.status, rerun.run) == (RunStatus.COMMITTED, 2)
+    assert same_rows(
+        delta_rows(spark, output_path(lake, VIEW)), delta_rows(spark, output_path(reference, VIEW))
+    )
+    assert _debris(lake) == []
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_write_keeps_a_live_writers_staging_and_removes_a_killed_ones(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    table = tmp_path / "table"
+    backend = DeltaRsBackend(spark)
+    rows = spark.createDataFrame([(1, "a")], "id BIGINT, label STRING")
+    backend.append_dataframe(rows, table, app_id="t", app_version=1)
+    stage = f"""
+        import os, signal, sys
+        from pathlib import Path
+        from chronolake.lake.scratch import TEMP_PREFIX, scratch_name, staging_folder
+        table = Path({str(table)!r})
+        folder = staging_folder(table)
+        (folder / "_temporary").mkdir(parents=True)
+        (folder / "part-0.parquet").write_bytes(b"being written")
+        (table / "_delta_log" / scratch_name(TEMP_PREFIX)).write_text("a commit")
+        print(folder, flush=True)
+        if sys.argv[1:] == ["kill"]:
+            os.kill(os.getpid(), signal.SIGKILL)
+        sys.stdin.read()  # writing until the test closes stdin
+        """
+    live = _start(stage, stdin=subprocess.PIPE)
+    assert live.stdout is not None
+    live_folder = Path(live.stdout.readline().strip())
+    killed = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(stage), "kill"], cwd=REPO, text=True,
+        capture_output=True, check=False,
+    )
+    assert killed.returncode == SIGKILL_RETURNCODE, killed.stderr
+    killed_folder = Path(killed.stdout.strip())
+    assert killed_folder.is_dir()
+    try:
+        assert backend.append_dataframe(rows, table, app_id="t", app_version=2) == 2
+        assert not killed_folder.exists()
+        assert live_folder.is_dir() and (live_folder / "part-0.parquet").exists()
+        assert len(_debris(table)) == 3  # the live writer's folder, its `_temporary`, its commit
+    finally:
+        live.communicate("")
+    backend.append_dataframe(rows, table, app_id="t", app_version=3)
+    assert _debris(table) == []
+    assert backend.snapshot(table).count() == 3
+
+
+def test_a_checkpoint_write_removes_the_temporary_file_of_a_killed_one(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "state" / "checkpoint-00000002.json"
+    killed = _start(f"""
+        import os, signal
+        from pathlib import Path
+        from chronolake.lake.scratch import TEMP_PREFIX, scratch_name
+        folder = Path({str(checkpoint.parent)!r})
+        folder.mkdir(parents=True)
+        (folder / scratch_name(TEMP_PREFIX)).write_text('{{"run": 2')  # killed mid-write
+        os.kill(os.getpid(), signal.SIGKILL)
+        """)
+    assert killed.wait() == SIGKILL_RETURNCODE
+    assert len(_debris(tmp_path)) == 1
+
+    CheckpointStore(checkpoint.parent).commit(Checkpoint(run=2))
+    assert _debris(tmp_path) == []
+    assert CheckpointStore(checkpoint.parent).latest().run == 2
+
+
+def test_scratch_of_another_host_or_writer_goes_only_once_older_than_any_write(
+    tmp_path: Path,
+) -> None:
+    now_ms = int(time.time() * 1000)
+    old_ms = now_ms - (FOREIGN_SCRATCH_TTL_S + 60) * 1000
+    names = {
+        "recent, other host": f"{STAGING_PREFIX}elsewhere.42.77.{now_ms}.a1",
+        "old, other host": f"{STAGING_PREFIX}elsewhere.42.77.{old_ms}.b2",
+        "recent, older chronolake": f"{STAGING_PREFIX}0123abcd",
+        "old, older chronolake": f"{STAGING_PREFIX}4567cdef",
+        "recent, delta-rs commit": "_commit_3f2a-9c.json.tmp",
+        "old, delta-rs commit": "_commit_7b1d-0e.json.tmp",
+    }
+    for label, name in names.items():
+        (tmp_path / name).mkdir() if STAGING_PREFIX in name else (tmp_path / name).touch()
+        if label.startswith("old"):
+            os.utime(tmp_path / name, (old_ms / 1000, old_ms / 1000))
+    (tmp_path / "part-00000.parquet").touch()  # the table's own files are never scratch
+
+    removed = {path.name for path in sweep(tmp_path)}
+
+    assert removed == {name for label, name in names.items() if label.startswith("old")}
+    assert (tmp_path / "part-00000.parquet").exists()
+
+
+def test_scratch_of_a_process_id_reused_by_a_later_process_is_removed(tmp_path: Path) -> None:
+    me = Writer.current()
+    mine = tmp_path / f"{TEMP_PREFIX}{me.tag()}.c3"
+    reused = Writer(me.host, me.pid, "1", me.made_ms)  # this pid, started long before us
+    earlier = tmp_path / f"{TEMP_PREFIX}{reused.tag()}.d4"
+    for path in (mine, earlier):
+        path.touch()
+    assert sweep(tmp_path) == ([earlier] if me.started else [])
+    assert mine.exists()
