@@ -66,6 +66,7 @@ MATCHED = "__ij_matched"
 """Whether an outer side's row has joined a row yet (stored in its state)."""
 
 _NEW, _CLOSED, _END, _HIT = "__ij_new", "__ij_closed", "__ij_end", "__ij_hit"
+_BUCKET = "__ij_bucket"
 _SIDE = "_late_side"
 
 
@@ -123,7 +124,11 @@ class IntervalJoinOperator(Operator):
         # each pair once: a new row meets state and new rows; two closed rows never meet
         la, ra = plan.left_alias, plan.right_alias
         once = f"({la}.{_NEW} OR {ra}.{_NEW}) AND NOT ({la}.{_CLOSED} AND {ra}.{_CLOSED})"
-        matched = reused(self._query(_view(left.rows), _view(right.rows), "INNER", once))
+        same_bucket = f"{la}.{_BUCKET} = {ra}.{_BUCKET} AND {once}"
+        left_buckets, right_buckets = self._buckets(left.rows, right.rows)
+        matched = reused(
+            self._query(_view(left_buckets), _view(right_buckets), "INNER", same_bucket)
+        )
         left_rows, left_state, left_padded = _settle(
             left, matched, LEFT_ID, ending=ending, outer=plan.kind.pads_left)
         right_rows, right_state, right_padded = _settle(
@@ -138,7 +143,8 @@ class IntervalJoinOperator(Operator):
             output = output.unionByName(part)
         if KEEP in output.columns:
             output = output.where(F.coalesce(F.col(KEEP), F.lit(False)))
-        output = reused(_visible(output))
+        # `matched` alone is stored already; a union with padded rows or a filter is not
+        output = _visible(output) if output is matched else reused(_visible(output))
         late = left.nulls.withColumn(_SIDE, F.lit(LEFT_ROLE))
         if self.right.name != self.left.name:
             late = late.unionByName(right.nulls.withColumn(_SIDE, F.lit(RIGHT_ROLE)),
@@ -213,6 +219,20 @@ class IntervalJoinOperator(Operator):
             (millis + end).alias(_END),
         )
         return _Side(rows=reused(rows), stored=stored, nulls=nulls, new_rows=new_rows)
+
+    def _buckets(self, left: DataFrame, right: DataFrame) -> tuple[DataFrame, DataFrame]:
+        """Both sides with a time bucket as the width of the interval, so the join is an
+        equi-join on key and bucket instead of a range scan of each key's rows: a right row
+        sits in one bucket, a left row in the one or two its interval touches (each pair
+        still meets in exactly one)."""
+        lower, upper = self.plan.lower_ms, self.plan.upper_ms
+        width = max(upper - lower, 1)
+        ms = F.col(ROW_MS)
+        first, last = F.floor((ms - upper) / width), F.floor((ms - lower) / width)
+        return (
+            left.withColumn(_BUCKET, F.explode(F.sequence(first, last))),
+            right.withColumn(_BUCKET, F.floor(ms / width)),
+        )
 
     def _query(self, left: str, right: str, how: str, on: str | None = None) -> DataFrame:
         """The view's SELECT over the rows of temporary views `left` and `right`, joined `how`
