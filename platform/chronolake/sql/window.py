@@ -570,15 +570,20 @@ def _row_items(select: exp.Select, scope: _Scope) -> tuple[WindowItem, ...]:
             name=projection.alias_or_name if named else f"EXPR${index}",
             expression=spark_sql(_stripped(value, scope)),
         ))
-    names = [item.name.lower() for item in items]
-    twice = next((item.name for item in items if names.count(item.name.lower()) > 1), None)
+    refuse_repeated_names(items, "the window view")
+    return tuple(items)
+
+
+def refuse_repeated_names(items: list[WindowItem], where: str) -> None:
+    """Refuse two SELECT items of one name: the view's table needs distinct columns."""
+    lowered = [item.name.lower() for item in items]
+    twice = next((item.name for item in items if lowered.count(item.name.lower()) > 1), None)
     if twice is not None:
         msg = (
-            f"SELECT: the column name {twice!r} appears twice in the window view; give one "
-            "of them another alias (expr AS other_name)"
+            f"SELECT: the column name {twice!r} appears twice in {where}; give one of them "
+            "another alias (expr AS other_name)"
         )
         raise DefinitionError(msg)
-    return tuple(items)
 
 
 def _require_grouped(

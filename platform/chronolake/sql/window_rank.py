@@ -49,6 +49,7 @@ from chronolake.sql.window import (
     WindowPlan,
     is_window_aggregate,
     plan_window_aggregate,
+    refuse_repeated_names,
 )
 from chronolake.windows.tvf import WINDOW_END, WINDOW_START, WINDOW_TIME
 
@@ -325,7 +326,7 @@ def _with_rank(
         width = star_width if _is_star(projection) else 1
         result += rest[:width]
         rest = rest[width:]
-    _refuse_twice(result, "the window Top-N's ranking query")
+    refuse_repeated_names(result, "the window Top-N's ranking query")
     return tuple(result)
 
 
@@ -333,17 +334,6 @@ def _is_star(projection: exp.Expr) -> bool:
     value = projection.this if isinstance(projection, exp.Alias) else projection
     return isinstance(value, exp.Star) or (isinstance(value, exp.Column)
                                            and isinstance(value.this, exp.Star))
-
-
-def _refuse_twice(items: list[WindowItem], where: str) -> None:
-    lowered = [item.name.lower() for item in items]
-    twice = next((item.name for item in items if lowered.count(item.name.lower()) > 1), None)
-    if twice is not None:
-        msg = (
-            f"SELECT: the column name {twice!r} appears twice in {where}; give one of them "
-            "another alias (expr AS other_name)"
-        )
-        raise DefinitionError(msg)
 
 
 def _require_window_bounds(
@@ -407,7 +397,7 @@ def _outer_items(
             name=projection.alias_or_name if named else f"EXPR${index}",
             expression=_over_names(value, names, alias, what="SELECT"),
         ))
-    _refuse_twice(items, "the window Top-N view")
+    refuse_repeated_names(items, "the window Top-N view")
     return tuple(items)
 
 
