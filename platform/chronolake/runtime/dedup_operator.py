@@ -36,7 +36,6 @@ from chronolake.runtime.operator import (
     RunContext,
     Step,
     count_figures,
-    kind_frames,
     reused,
 )
 from chronolake.schema import TableSpec, ViewSpec
@@ -116,7 +115,7 @@ class DeduplicateOperator(Operator):
             (F.col(POSITION) - 1).alias(POSITION),  # before its +U
         )
         changes = retractions.unionByName(additions)
-        output = reused(self._view_rows(changes))
+        output = self._view_rows(changes)
         state = kept.join(changed.select(*self.key), on=list(self.key), how="left_anti")
         state = state.unionByName(additions.select(*columns))
         outdated = joined.where(
@@ -125,8 +124,6 @@ class DeduplicateOperator(Operator):
         late = side_table_rows(rows.where(~timed), LateReason.NULL_ROWTIME)
         counts = count_figures({
             "rows_in": rows,
-            "rows_out": output,
-            **kind_frames(output),
             "outdated_rows": outdated,
             "late_rows": late,
             "state_rows": state,

@@ -44,8 +44,9 @@ from chronolake.runtime.inputs import (
     refresh_position,
 )
 from chronolake.runtime.lock import run_lock
-from chronolake.runtime.operator import KIND_FIGURES, RunContext, Step, as_changes
+from chronolake.runtime.operator import RunContext, Step, as_changes, reused
 from chronolake.runtime.operators import operator_for
+from chronolake.runtime.output_figures import KIND_FIGURES, OutputFigures
 from chronolake.runtime.result import RunResult, RunStatus
 from chronolake.runtime.source_checks import (
     OverwritePolicy,
@@ -329,7 +330,10 @@ class DerivedTable:
         combined = min(read.watermark for read in reads.values())
         watermark_ms = self._watermark_ms(plan.base, combined)
         output_ms = self._output_watermark(watermark_ms)
-        output_version = self._write(number, step, output_ms, replace=intent.full_refresh)
+        output_version, output_figures = self._write(
+            number, step, output_ms, replace=intent.full_refresh
+        )
+        figures = {**step.figures, **output_figures}
         self.store.commit(
             Checkpoint(
                 run=number,
@@ -337,7 +341,7 @@ class DerivedTable:
                 watermark=watermark_ms,
                 horizon=watermark_ms if self.operator.event_time else None,
                 state={role: self.store.state_name(number, role) for role in step.state},
-                counters=dict(step.figures),
+                counters=figures,
                 finished_at=self.clock.now_ms() / 1000,
             )
         )
@@ -349,11 +353,11 @@ class DerivedTable:
             table=self.name,
             run=number,
             status=RunStatus.COMMITTED,
-            message=f"run {number} {what} {step.figures['rows_out']} rows",
+            message=f"run {number} {what} {figures['rows_out']} rows",
             input_versions={
                 name: (starts[name].version + 1, end) for name, end in intent.end_versions.items()
             },
-            figures=step.figures,
+            figures=figures,
             watermark_ms=output_ms,
             processing_time=combined.use_processing_time,
             source_phases={name: read.phase for name, read in reads.items()},
@@ -368,9 +372,10 @@ class DerivedTable:
         )
 
     def _write(self, run: int, step: Step, watermark_ms: int | None, *, replace: bool
-               ) -> int | None:
+               ) -> tuple[int | None, dict[str, int]]:
         """Commit the output's changes (stamped with the output watermark), append late rows
-        and history (each idempotent per run), then write state.
+        and history (each idempotent per run), then write state; return the output's
+        version and figures.
 
         `replace` (a full refresh) overwrites output, late rows and history instead: one
         Delta commit each, which a retry repeats with the same rows.
@@ -384,28 +389,37 @@ class DerivedTable:
             return backend.append_dataframe(frame, path, app_id=app_id, app_version=run)
 
         changes, stamp = as_changes(step.output), watermark_stamp(watermark_ms)
-        if replace:
-            key = self.view.primary_key  # without one, the changes are all inserts
-            state = final_rows(changes, key) if self.view.updating else changes.drop(
-                *SYSTEM_COLUMNS
-            )
-            version = backend.overwrite_dataframe(
-                state, self.output_path, enable_cdf=True, commit_info=stamp
-            )
-        elif self.view.updating:
-            retracting = any(  # a +U replaces a stored row too, even where its -U matched none
-                step.figures.get(name) for name, kind in KIND_FIGURES.items()
-                if kind is not RowKind.INSERT
-            )
-            version = backend.commit_changes(
-                changes, self.output_path, key=self.view.primary_key, retracting=retracting,
-                app_id=app, app_version=run, commit_info=stamp,
-            )
-        else:  # insert-only: every change is a new row
-            version = backend.append_dataframe(
-                changes.drop(*SYSTEM_COLUMNS), self.output_path, app_id=app, app_version=run,
-                enable_cdf=True, commit_info=stamp,
-            )
+        if self.view.updating:  # the kinds decide how the changes are applied: counted first
+            changes = reused(changes)  # and read again to apply them
+            counts = OutputFigures(changes, step.output_figures)
+            figures = counts.counted()
+            if replace:
+                version = backend.overwrite_dataframe(
+                    final_rows(changes, self.view.primary_key), self.output_path,
+                    enable_cdf=True, commit_info=stamp,
+                )
+            else:
+                retracting = any(  # a +U replaces a stored row too, even where no -U matched
+                    figures[name] for name, kind in KIND_FIGURES.items()
+                    if kind is not RowKind.INSERT
+                )
+                version = backend.commit_changes(
+                    changes, self.output_path, key=self.view.primary_key,
+                    retracting=retracting, app_id=app, app_version=run, commit_info=stamp,
+                )
+        else:  # insert-only: every change is a new row, counted as it is written
+            counts = OutputFigures(changes, step.output_figures)
+            rows = counts.observed.drop(*SYSTEM_COLUMNS)
+            if replace:
+                version = backend.overwrite_dataframe(
+                    rows, self.output_path, enable_cdf=True, commit_info=stamp
+                )
+            else:
+                version = backend.append_dataframe(
+                    rows, self.output_path, app_id=app, app_version=run, enable_cdf=True,
+                    commit_info=stamp,
+                )
+            figures = counts.written(version)
         fault_point(FaultPoint.AFTER_OUTPUT)
         write(stored(step.late, prefix=SOURCE_PREFIX), self.late_path, f"{app}/late")
         fault_point(FaultPoint.AFTER_SIDE_OUTPUT)
@@ -420,7 +434,7 @@ class DerivedTable:
             )
         fault_point(FaultPoint.AFTER_STATE)
         fault_point(FaultPoint.BEFORE_CHECKPOINT)
-        return version
+        return version, figures
 
 
 def pending_rows(catalog: Catalog, name: str) -> DataFrame | None:

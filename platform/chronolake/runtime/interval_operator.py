@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from chronolake.catalog import Catalog
@@ -37,8 +37,8 @@ from chronolake.runtime.operator import (
     Operator,
     RunContext,
     Step,
+    Where,
     count_figures,
-    kind_frames,
     reused,
     without_annotations,
 )
@@ -80,7 +80,6 @@ class _Side:
     `__ij_matched`."""
     stored: list[str]
     nulls: DataFrame
-    new_rows: DataFrame
 
 
 class IntervalJoinOperator(Operator):
@@ -126,50 +125,57 @@ class IntervalJoinOperator(Operator):
         once = f"({la}.{_NEW} OR {ra}.{_NEW}) AND NOT ({la}.{_CLOSED} AND {ra}.{_CLOSED})"
         same_bucket = f"{la}.{_BUCKET} = {ra}.{_BUCKET} AND {once}"
         left_buckets, right_buckets = self._buckets(left.rows, right.rows)
-        matched = reused(
-            self._query(_view(left_buckets), _view(right_buckets), "INNER", same_bucket)
-        )
-        left_rows, left_state, left_padded = _settle(
-            left, matched, LEFT_ID, ending=ending, outer=plan.kind.pads_left)
-        right_rows, right_state, right_padded = _settle(
-            right, matched, RIGHT_ID, ending=ending, outer=plan.kind.pads_right)
+        matched = self._query(_view(left_buckets), _view(right_buckets), "INNER", same_bucket)
+        outer = plan.kind.pads_left or plan.kind.pads_right
+        if outer:  # read by the output, by the outer rows' matches and by a figure
+            matched = reused(matched)
+        sides = {
+            LEFT_ROLE: _settle(left, matched, LEFT_ID, ending=ending, outer=plan.kind.pads_left),
+            RIGHT_ROLE: _settle(right, matched, RIGHT_ID, ending=ending,
+                                outer=plan.kind.pads_right),
+        }
         parts = [matched]
-        if left_padded is not None:
-            parts.append(self._query(_view(left_padded), _view(right.rows.limit(0)), "LEFT"))
-        if right_padded is not None:
-            parts.append(self._query(_view(left.rows.limit(0)), _view(right_padded), "RIGHT"))
+        if (padded := sides[LEFT_ROLE].padded) is not None:
+            parts.append(self._query(_view(padded), _view(right.rows.limit(0)), "LEFT"))
+        if (padded := sides[RIGHT_ROLE].padded) is not None:
+            parts.append(self._query(_view(left.rows.limit(0)), _view(padded), "RIGHT"))
         output = parts[0]
         for part in parts[1:]:
             output = output.unionByName(part)
         if KEEP in output.columns:
             output = output.where(F.coalesce(F.col(KEEP), F.lit(False)))
-        # `matched` alone is stored already; a union with padded rows or a filter is not
-        output = _visible(output) if output is matched else reused(_visible(output))
+        output = _visible(output)  # read once, by the write, which counts it too
         late = left.nulls.withColumn(_SIDE, F.lit(LEFT_ROLE))
-        if self.right.name != self.left.name:
+        self_join = self.right.name == self.left.name  # one input, its late rows once
+        late_sides = {LEFT_ROLE: LEFT_ROLE, RIGHT_ROLE: LEFT_ROLE if self_join else RIGHT_ROLE}
+        if not self_join:
             late = late.unionByName(right.nulls.withColumn(_SIDE, F.lit(RIGHT_ROLE)),
                                     allowMissingColumns=True)
         late = reused(late)
-        padded = [p for p in (left_padded, right_padded) if p is not None]
         counts = count_figures({
-            "left_rows_in": left.new_rows,
-            "right_rows_in": right.new_rows,
-            "rows_out": output,
-            **kind_frames(output),
-            "matched_pairs": matched,
-            "padded_rows": padded[0].unionByName(padded[1]) if len(padded) == 2 else (
-                padded[0] if padded else matched.limit(0)),
-            "closed_on_arrival_rows": left_rows.where(F.col(_CLOSED)).select(ROW_ID).unionByName(
-                right_rows.where(F.col(_CLOSED)).select(ROW_ID)),
+            **({"matched_pairs": matched} if outer else {}),
             "late_rows": late,
-            "left_state_rows": left_state,
-            "right_state_rows": right_state,
+            **{f"{role}_{name}": where for role, side in sides.items()
+               for name, where in side.figures().items()},
+            **{f"{role}_nulls": Where(late, F.col(_SIDE) == late_side)
+               for role, late_side in late_sides.items()},
         })
-        rows_in = counts["left_rows_in"] + (
-            counts["right_rows_in"] if self.right.name != self.left.name else 0)
-        state_rows = counts["left_state_rows"] + counts["right_state_rows"]
+
+        def both(name: str) -> int:
+            return sum(counts[f"{role}_{name}"] for role in sides)
+
+        rows_in = {f"{role}_rows_in": counts[f"{role}_new"] + counts[f"{role}_nulls"]
+                   for role in sides}
+        state_rows = both("state_rows")
         figures = {
-            "rows_in": rows_in, **counts,
+            "rows_in": rows_in["left_rows_in"] + (0 if self_join else rows_in["right_rows_in"]),
+            **rows_in,
+            **({"matched_pairs": counts["matched_pairs"]} if outer else {}),
+            "padded_rows": both("padded_rows"),
+            "closed_on_arrival_rows": both("closed_on_arrival_rows"),
+            "late_rows": counts["late_rows"],
+            "left_state_rows": counts["left_state_rows"],
+            "right_state_rows": counts["right_state_rows"],
             "null_rowtime_rows": counts["late_rows"],
             "state_rows": state_rows,
             "pending_rows": state_rows,
@@ -177,9 +183,11 @@ class IntervalJoinOperator(Operator):
         return Step(
             output=output,
             late=late,
-            state={LEFT_ROLE: left_state, RIGHT_ROLE: right_state},
+            state={role: side.state for role, side in sides.items()},
             history=None,
             figures=figures,
+            # an inner join's output is its pairs
+            output_figures={} if outer else {"matched_pairs": F.count(F.lit(1))},
         )
 
     def _side(
@@ -188,7 +196,7 @@ class IntervalJoinOperator(Operator):
     ) -> _Side:
         """`read`'s new rows after `role`'s state, marked; `end` is what a row's interval's end
         adds to its rowtime (Flink's relative window size on the other input)."""
-        new_rows = reused(read.rows)
+        new_rows = read.rows  # read twice: its timed rows are stored, its null-rowtime rows not
         time = F.col(f"`{rowtime}`")
         data_type = new_rows.select(time).schema[0].dataType
         if not is_timestamp(data_type):
@@ -218,7 +226,7 @@ class IntervalJoinOperator(Operator):
             "*", F.struct(COMMIT_VERSION, POSITION).alias(ROW_ID), millis.alias(ROW_MS),
             (millis + end).alias(_END),
         )
-        return _Side(rows=reused(rows), stored=stored, nulls=nulls, new_rows=new_rows)
+        return _Side(rows=reused(rows), stored=stored, nulls=nulls)
 
     def _buckets(self, left: DataFrame, right: DataFrame) -> tuple[DataFrame, DataFrame]:
         """Both sides with a time bucket as the width of the interval, so the join is an
@@ -249,13 +257,41 @@ def _view(rows: DataFrame) -> str:
     return name
 
 
+@dataclass(frozen=True)
+class _Settled:
+    """One input's rows after this run's join: which stay in state, which are padded now."""
+
+    rows: DataFrame
+    """The side's rows, `__ij_matched` updated with this run's matches (outer sides)."""
+    keep: Column
+    pads: Column | None
+    """Which rows are padded now (None for an inner side)."""
+    stored: list[str]
+
+    @property
+    def state(self) -> DataFrame:
+        return self.rows.where(self.keep).select(*[F.col(f"`{c}`") for c in self.stored])
+
+    @property
+    def padded(self) -> DataFrame | None:
+        return None if self.pads is None else self.rows.where(self.pads)
+
+    def figures(self) -> dict[str, Where]:
+        """The side's figures, counted in one pass over its rows."""
+        return {
+            "new": Where(self.rows, F.col(_NEW)),
+            "state_rows": Where(self.rows, self.keep),
+            "padded_rows": Where(self.rows, F.lit(False) if self.pads is None else self.pads),
+            "closed_on_arrival_rows": Where(self.rows, F.col(_CLOSED)),
+        }
+
+
 def _settle(
     side: _Side, matched: DataFrame, id_column: str, *, ending: int, outer: bool
-) -> tuple[DataFrame, DataFrame, DataFrame | None]:
-    """(`side`'s rows with this run's matches, the rows to keep in state, the rows to pad now
-    (None for an inner side)). A row stays while its interval's end is at or after the
-    watermark `ending`; an outer row that never matched is padded when it leaves (or, closed
-    on arrival, at once)."""
+) -> _Settled:
+    """`side`'s rows with this run's matches. A row stays while its interval's end is at or
+    after the watermark `ending`; an outer row that never matched is padded when it leaves
+    (or, closed on arrival, at once)."""
     rows = side.rows
     if outer:
         hits = matched.select(F.col(id_column).alias(ROW_ID)).distinct().withColumn(
@@ -263,9 +299,8 @@ def _settle(
         rows = reused(rows.join(hits, on=ROW_ID, how="left").withColumn(
             MATCHED, F.col(MATCHED) | F.coalesce(F.col(_HIT), F.lit(False))).drop(_HIT))
     keep = ~F.col(_CLOSED) & (F.col(_END) >= F.lit(ending))
-    state = rows.where(keep).select(*[F.col(f"`{c}`") for c in side.stored])
-    padded = rows.where(~keep & ~F.col(MATCHED)) if outer else None
-    return rows, state, padded
+    pads = ~keep & ~F.col(MATCHED) if outer else None
+    return _Settled(rows=rows, keep=keep, pads=pads, stored=side.stored)
 
 
 def _visible(output: DataFrame) -> DataFrame:

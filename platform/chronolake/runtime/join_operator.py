@@ -40,12 +40,11 @@ from chronolake.joins.versions import (
 )
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import (
-    KIND_FIGURES,
     Operator,
     RunContext,
     Step,
+    Where,
     count_figures,
-    kind_frames,
     reused,
     without_annotations,
 )
@@ -108,12 +107,12 @@ class TemporalJoinOperator(Operator):
             if from_history is not None:
                 matched = matched.unionByName(from_history)
         matched = reused(matched)  # used by the output and by the figures
-        output = reused(join_query(self.plan, without_annotations(ready), matched, changelog=True))
+        output = join_query(self.plan, without_annotations(ready), matched, changelog=True)
         retained = reused(
             retained_versions(events, self.plan.build_keys, self.build_time, threshold)
         )
         late_rows = side_table_rows(nulls, LateReason.NULL_ROWTIME)
-        figures = _figures(probe, build, ready, output, matched, pending, late_rows, retained)
+        figures = _figures(probe, build, ready, matched, pending, late_rows, retained)
         return Step(
             output=output,
             late=late_rows,
@@ -144,9 +143,9 @@ class TemporalJoinOperator(Operator):
                 "'scan.startup.mode' = 'snapshot-then-changelog' or without WATERMARK FOR"
             )
         matched = reused(matched_latest(self.plan, ready, latest))
-        output = reused(join_query(self.plan, without_annotations(ready), matched, changelog=True))
+        output = join_query(self.plan, without_annotations(ready), matched, changelog=True)
         late_rows = side_table_rows(rows.limit(0), LateReason.NULL_ROWTIME)
-        figures = _figures(probe, build, ready, output, matched, pending, late_rows, latest)
+        figures = _figures(probe, build, ready, matched, pending, late_rows, latest)
         return Step(
             output=output,
             late=late_rows,
@@ -229,19 +228,17 @@ def _with_pending(context: RunContext, new_rows: DataFrame) -> DataFrame:
 
 
 def _figures(
-    probe: InputRead, build: InputRead, ready: DataFrame, output: DataFrame,
-    matched: DataFrame, pending: DataFrame, late: DataFrame, kept_versions: DataFrame,
+    probe: InputRead, build: InputRead, ready: DataFrame, matched: DataFrame,
+    pending: DataFrame, late: DataFrame, kept_versions: DataFrame,
 ) -> dict[str, int]:
     """The run's figures, counted in one Spark job."""
     counts = count_figures({
         "probe_rows_in": probe.rows,
         "build_rows_in": build.rows,
-        "late_probe_rows": probe.rows.where(F.col(LATE_COLUMN)),
-        "late_build_rows": build.rows.where(F.col(LATE_COLUMN)),
+        "late_probe_rows": Where(probe.rows, F.col(LATE_COLUMN)),
+        "late_build_rows": Where(build.rows, F.col(LATE_COLUMN)),
         "emitted_probe_rows": ready,
         "matched_rows": matched,
-        "rows_out": output,
-        **kind_frames(output),
         "pending_rows": pending,
         "invalid_rows": late,
         "kept_versions": kept_versions,
@@ -257,8 +254,6 @@ def _figures(
         "late_rows": counts["invalid_rows"],
         "emitted_probe_rows": counts["emitted_probe_rows"],
         "unmatched_rows": counts["emitted_probe_rows"] - counts["matched_rows"],
-        "rows_out": counts["rows_out"],
-        **{name: counts[name] for name in KIND_FIGURES},
         "pending_rows": counts["pending_rows"],
         "invalid_rows": counts["invalid_rows"],
         "state_rows": counts["pending_rows"] + counts["kept_versions"],

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import reduce
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from chronolake.clock import Clock
@@ -28,16 +28,7 @@ from chronolake.watermarks.watermark import Watermark
 INTERNAL_COLUMNS = (WATERMARK_COLUMN, LATE_COLUMN)
 """The watermark annotations the reader adds to every input row."""
 
-_FIGURE = "__figure"
-
-KIND_FIGURES: dict[str, RowKind] = {
-    "inserts_out": RowKind.INSERT,
-    "update_befores_out": RowKind.UPDATE_BEFORE,
-    "update_afters_out": RowKind.UPDATE_AFTER,
-    "deletes_out": RowKind.DELETE,
-}
-"""A run's output rows by kind (+I, -U, +U, -D), as figures."""
-
+_FIGURE, _COUNT, _COUNTS = "__figure", "__count", "__counts"
 
 @dataclass(frozen=True)
 class Step:
@@ -50,9 +41,13 @@ class Step:
     state: dict[str, DataFrame]
     history: DataFrame | None
     figures: dict[str, int]
+    """Counted by the step; the output's own figures (`rows_out`, by kind) are counted by
+    the run as it writes the output (`chronolake.runtime.output_figures`)."""
     waiting_reason: str | None = None
     ticks: TickReport | None = None
     """What the ticks and alignment did (a ticked run only)."""
+    output_figures: dict[str, Column] = field(default_factory=dict)
+    """More figures to count over the output as it is written, as named aggregates."""
 
 
 @dataclass(frozen=True)
@@ -106,15 +101,34 @@ class Operator(ABC):
         """
 
 
-def count_figures(frames: Mapping[str, DataFrame]) -> dict[str, int]:
-    """The row count of every frame, in one Spark job (a run's figures come from many frames;
-    one small job instead of one per count keeps a run's overhead down)."""
+@dataclass(frozen=True)
+class Where:
+    """The rows of `frame` where `condition` holds, as a figure: counted in the same pass
+    over `frame` as its other figures."""
+
+    frame: DataFrame
+    condition: Column
+
+
+def count_figures(frames: Mapping[str, DataFrame | Where]) -> dict[str, int]:
+    """The row count of every frame (or of its rows where a condition holds), in one Spark
+    job that reads each frame once (a run's figures come from many frames; one small job
+    instead of one per count keeps a run's overhead down)."""
     if not frames:
         return {}
-    tagged = [frame.select(F.lit(name).alias(_FIGURE)) for name, frame in frames.items()]
-    counts = reduce(DataFrame.unionAll, tagged).groupBy(_FIGURE).count()
+    passes: dict[int, tuple[DataFrame, list[Column]]] = {}
+    for name, entry in frames.items():
+        frame, condition = (
+            (entry.frame, entry.condition) if isinstance(entry, Where) else (entry, F.lit(True))
+        )
+        counted = F.struct(F.lit(name).alias(_FIGURE), F.count_if(condition).alias(_COUNT))
+        passes.setdefault(id(frame), (frame, []))[1].append(counted)
+    counts = reduce(DataFrame.unionAll, [
+        frame.agg(F.array(*counted).alias(_COUNTS)).select(F.inline(_COUNTS))
+        for frame, counted in passes.values()
+    ])
     # One row per figure: metadata-sized.
-    found = {row[_FIGURE]: int(row["count"]) for row in counts.collect()}
+    found = {row[_FIGURE]: int(row[_COUNT]) for row in counts.collect()}
     return {name: found.get(name, 0) for name in frames}
 
 
@@ -130,15 +144,6 @@ def reused(frame: DataFrame) -> DataFrame:
 def without_annotations(rows: DataFrame) -> DataFrame:
     """Input rows without the watermark annotations (state keeps changelog columns only)."""
     return rows.drop(*INTERNAL_COLUMNS)
-
-
-def kind_frames(output: DataFrame) -> dict[str, DataFrame]:
-    """The output's rows of each kind, to count with the run's other figures."""
-    if ROW_KIND not in output.columns:
-        return {name: output.where(F.lit(kind is RowKind.INSERT)) for name, kind in
-                KIND_FIGURES.items()}
-    return {name: output.where(F.col(ROW_KIND) == kind.value) for name, kind in
-            KIND_FIGURES.items()}
 
 
 def as_changes(output: DataFrame) -> DataFrame:

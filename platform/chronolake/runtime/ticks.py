@@ -180,6 +180,7 @@ def step_ticks(
         figures=figures,
         waiting_reason=step.waiting_reason,
         ticks=ticked.report(buffered),
+        output_figures=step.output_figures,
     )
 
 

@@ -41,8 +41,8 @@ from chronolake.runtime.operator import (
     Operator,
     RunContext,
     Step,
+    Where,
     count_figures,
-    kind_frames,
     reused,
 )
 from chronolake.schema import ViewSpec
@@ -138,15 +138,13 @@ class WindowAggregateOperator(Operator):
         fired, late = split.fired, split.late
         if self.updating:
             fired, late = _retractions_applied(fired, self.compared), _retractions_named(late)
-        output = reused(self._output(fired))
+        output = self._output(fired)
         counts = count_figures({
             "rows_in": rows,
-            "retractions_in": rows.where(F.col(ROW_KIND).isin(*RETRACTIONS)),
-            "rows_out": output,
-            **kind_frames(output),
+            "retractions_in": Where(rows, F.col(ROW_KIND).isin(*RETRACTIONS)),
             "late_rows": late,
-            "null_rowtime_rows": late.where(
-                F.col(REASON_COLUMN) == LateReason.NULL_ROWTIME.value
+            "null_rowtime_rows": Where(
+                late, F.col(REASON_COLUMN) == LateReason.NULL_ROWTIME.value
             ),
             "windows_fired": split.fired.select(*self._window_identity()).distinct(),
             "open_windows": self._open_windows(split.open, rowtime=rowtime, ending=ending),
