@@ -17,6 +17,7 @@ a mix). Redoing it after a crash replaces them again with the same rows.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,6 +27,7 @@ from chronolake.watermarks.assigner import WatermarkState
 
 CHECKPOINT_PREFIX = "checkpoint-"
 INTENT_PREFIX = "intent-"
+RUN_PREFIX = "run-"
 
 
 class InputPosition(BaseModel):
@@ -98,7 +100,11 @@ class CheckpointStore:
         write_text_atomically(self._path(INTENT_PREFIX, intent.run), intent.model_dump_json())
 
     def commit(self, checkpoint: Checkpoint) -> None:
-        """The commit point of a run: after this, the run counts as done."""
+        """The commit point of a run: after this, the run counts as done.
+
+        Then the checkpoints, intents and state of runs before the previous one go: all of
+        them, since a run killed after its commit point leaves its predecessor's.
+        """
         write_text_atomically(
             self._path(CHECKPOINT_PREFIX, checkpoint.run), checkpoint.model_dump_json(indent=2)
         )
@@ -106,6 +112,10 @@ class CheckpointStore:
             for run in self._runs(prefix):
                 if run < checkpoint.run - 1:
                     self._path(prefix, run).unlink(missing_ok=True)
+        for folder in self.directory.glob(f"{RUN_PREFIX}*"):
+            number = folder.name.removeprefix(RUN_PREFIX)
+            if number.isdigit() and int(number) < checkpoint.run - 1:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def state_dir(self, run: int) -> Path:
         return self.directory / self._run_folder(run)
@@ -117,7 +127,7 @@ class CheckpointStore:
 
     @staticmethod
     def _run_folder(run: int) -> str:
-        return f"run-{run:08d}"
+        return f"{RUN_PREFIX}{run:08d}"
 
     def _path(self, prefix: str, run: int) -> Path:
         return self.directory / f"{prefix}{run:08d}.json"
