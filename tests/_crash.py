@@ -38,6 +38,41 @@ SUBPROCESS_TIMEOUT_S = 600
 
 
 @dataclass
+class ChaosFigures:
+    """What the chaos test did (`tests/test_chaos.py`): its rounds; the runs of the attacked
+    lake's tables (every one started in a subprocess, and every fault-free one that
+    committed); how many SIGKILL ended (at a named fault point, or a random delay after the
+    run began writing); its rounds with two runs of one table started together, and the runs
+    they refused; the rows it compared with a lake where nothing failed; its wall time."""
+
+    seed: int | None = None
+    rounds: int = 0
+    runs: int = 0
+    subprocess_runs: int = 0
+    fault_point_kills: int = 0
+    timed_kills: int = 0
+    concurrent_rounds: int = 0
+    refused_runs: int = 0
+    rows_compared: int = 0
+    seconds: float = 0.0
+
+    @property
+    def kills(self) -> int:
+        return self.fault_point_kills + self.timed_kills
+
+    def line(self) -> str:
+        if self.seed is None:
+            return "chaos: not run"
+        return (
+            f"chaos (seed {self.seed}): {self.rounds} rounds, {self.runs} runs "
+            f"({self.subprocess_runs} in subprocesses), {self.kills} killed with SIGKILL "
+            f"({self.fault_point_kills} at fault points, {self.timed_kills} after a random "
+            f"delay), {self.concurrent_rounds} concurrent rounds ({self.refused_runs} runs "
+            f"refused), {self.rows_compared} rows compared, {self.seconds:.0f} s"
+        )
+
+
+@dataclass
 class Exercised:
     """What the reliability tests exercised, for the summary at the end of the run."""
 
@@ -45,7 +80,7 @@ class Exercised:
     crash_restarts: int = 0
     bad_inputs: set[str] = field(default_factory=set)
     concurrent_runs: int = 0
-
+    chaos: ChaosFigures = field(default_factory=ChaosFigures)
 
     def lines(self) -> list[str]:
         faults = ", ".join(sorted(self.fault_points))
@@ -55,6 +90,7 @@ class Exercised:
             f"crash-restart cycles: {self.crash_restarts}",
             f"bad inputs: {len(self.bad_inputs)} ({bad})",
             f"concurrent-run checks: {self.concurrent_runs}",
+            self.chaos.line(),
         ]
 
 
@@ -110,25 +146,61 @@ def add_batch(root: Path, batch: int) -> None:
     change_rate(DeltaTable(root / "rates"), "EUR", rate, start + timedelta(minutes=16))
 
 
+def start_run(
+    lake: Path, name: str, *, fault: str | None = None, full_refresh: bool = False,
+    staged: bool = False,
+) -> subprocess.Popen[str]:
+    """Start a run of derived table `name` in a fresh Python process (its own JVM), with
+    `fault` armed; it prints the run's result as JSON. `staged=True` runs it as the Dagster
+    job does (prepare, read, assign and operate without the run lock; commit under it)."""
+    if staged:
+        run = f"""
+            table = DerivedTable(Catalog({str(lake)!r}), {name!r})
+            plan = table.prepare(full_refresh={full_refresh})
+            if plan is None:
+                result = table.up_to_date()
+            else:
+                reads = table.assign(table.read(plan))
+                result = table.commit(plan, reads, table.operate(plan, reads))
+            """
+    else:
+        run = f"""
+            table = DerivedTable(Catalog({str(lake)!r}), {name!r})
+            result = table.run(full_refresh={full_refresh})
+            """
+    code = textwrap.dedent(
+        """
+        from chronolake.catalog import Catalog
+        from chronolake.runtime.derived import DerivedTable
+        """
+    ) + textwrap.dedent(run) + "print(result.model_dump_json())\n"
+    env = {key: value for key, value in os.environ.items() if key != FAULT_ENV}
+    if fault is not None:
+        env[FAULT_ENV] = fault
+    return subprocess.Popen(
+        [sys.executable, "-c", code], env=env, cwd=REPO, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )
+
+
 def run_in_subprocess(
     lake: Path, name: str, *, fault: str | None = None, full_refresh: bool = False
 ) -> subprocess.CompletedProcess[str]:
     """Run derived table `name` in a fresh Python process (its own JVM), with `fault` armed."""
-    code = textwrap.dedent(
-        f"""
-        from chronolake.catalog import Catalog
-        from chronolake.runtime.derived import DerivedTable
-        result = DerivedTable(Catalog({str(lake)!r}), {name!r}).run(full_refresh={full_refresh})
-        print(result.model_dump_json())
-        """
-    )
-    env = {key: value for key, value in os.environ.items() if key != FAULT_ENV}
-    if fault is not None:
-        env[FAULT_ENV] = fault
-    return subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True,
-        timeout=SUBPROCESS_TIMEOUT_S, check=False,
-    )
+    process = start_run(lake, name, fault=fault, full_refresh=full_refresh)
+    return finish(process)
+
+
+def finish(process: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
+    """Wait for a run started by `start_run` (and for its JVM, which holds its output pipes
+    until it exits too)."""
+    try:
+        out, err = process.communicate(timeout=SUBPROCESS_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
 def delta_rows(spark: SparkSession, path: Path) -> DataFrame:
