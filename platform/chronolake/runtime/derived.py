@@ -346,7 +346,6 @@ class DerivedTable:
             )
         )
         fault_point(FaultPoint.AFTER_CHECKPOINT)
-        shutil.rmtree(self.store.state_dir(number - 2), ignore_errors=True)
         what = "rebuilt the table from scratch with" if intent.full_refresh else "committed"
         starts = self._start_positions(plan)
         return RunResult(
