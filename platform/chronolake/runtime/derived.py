@@ -388,9 +388,10 @@ class DerivedTable:
             return backend.append_dataframe(frame, path, app_id=app_id, app_version=run)
 
         changes, stamp = as_changes(step.output), watermark_stamp(watermark_ms)
+        if self.view.updating:  # read twice: counted, then applied
+            changes = reused(changes)
+        counts = OutputFigures(changes, step.output_figures)
         if self.view.updating:  # the kinds decide how the changes are applied: counted first
-            changes = reused(changes)  # and read again to apply them
-            counts = OutputFigures(changes, step.output_figures)
             figures = counts.counted()
             if replace:
                 version = backend.overwrite_dataframe(
@@ -407,7 +408,6 @@ class DerivedTable:
                     retracting=retracting, app_id=app, app_version=run, commit_info=stamp,
                 )
         else:  # insert-only: every change is a new row, counted as it is written
-            counts = OutputFigures(changes, step.output_figures)
             rows = counts.observed.drop(*SYSTEM_COLUMNS)
             if replace:
                 version = backend.overwrite_dataframe(

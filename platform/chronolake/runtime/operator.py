@@ -30,6 +30,7 @@ INTERNAL_COLUMNS = (WATERMARK_COLUMN, LATE_COLUMN)
 
 _FIGURE, _COUNT, _COUNTS = "__figure", "__count", "__counts"
 
+
 @dataclass(frozen=True)
 class Step:
     """What one run of an operator produced, before anything is written."""
