@@ -280,11 +280,15 @@ def _scratch(root: Path) -> list[str]:
 
 
 def _stale_state(root: Path, view: str) -> list[str]:
-    """State folders of runs before the previous committed one: nothing reads them."""
+    """State nothing reads: folders of runs before the previous committed one, and of the
+    last run's attempts other than the one its checkpoint names (killed ones)."""
     store = CheckpointStore(state_path(root, view))
-    latest = store.latest().run
-    keep = {store.state_dir(run).name for run in (latest - 1, latest)}
-    return sorted(p.name for p in store.directory.glob("run-*") if p.name not in keep)
+    checkpoint = store.latest()
+    runs = {store.run_dir(run) for run in (checkpoint.run - 1, checkpoint.run)}
+    attempts = {(store.directory / name).parent for name in checkpoint.state.values()}
+    stale = [path for path in store.directory.glob("run-*") if path not in runs]
+    stale += [path for path in store.run_dir(checkpoint.run).glob("*") if path not in attempts]
+    return sorted(str(path.relative_to(store.directory)) for path in stale)
 
 
 def _position(spark: SparkSession, lake: Path, view: str, *, event_time: bool

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -28,20 +29,23 @@ from _crash import (
     build_tiny_lake,
     delta_rows,
     files_under,
+    finish,
     register_summary,
     run_in_subprocess,
     same_rows,
+    start_run,
 )
 from pyspark.sql import DataFrame, SparkSession
 
 from chronolake.catalog import Catalog
 from chronolake.errors import RunError
 from chronolake.lake import DeltaRsBackend
-from chronolake.lake.layout import output_path
+from chronolake.lake.layout import lock_dir, output_path
+from chronolake.lake.scratch import Writer
 from chronolake.runtime.checkpoint import Checkpoint
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.faults import RUN_FAULT_POINTS, FaultPoint
-from chronolake.runtime.lock import lock_path, run_lock
+from chronolake.runtime.lock import LEASE_TTL_S, RENEW_EVERY_S, Lease, lock_path, run_lock
 from chronolake.runtime.result import RunResult, RunStatus
 
 VIEW = "orders_enriched"
@@ -252,4 +256,86 @@ def test_the_run_lock_admits_one_holder_and_is_freed_when_the_holder_is_killed(
             holder.kill()
     with run_lock(tmp_path, "t"):
         pass
+    EXERCISED.concurrent_runs += 1
+
+
+def _wait_until_stopped(process: subprocess.Popen[str]) -> None:
+    """Until `process` froze itself (SIGSTOP at its armed fault point)."""
+    deadline = time.monotonic() + 300
+    stat = Path(f"/proc/{process.pid}/stat")
+    while time.monotonic() < deadline and process.poll() is None:
+        if stat.read_text().rsplit(")", 1)[1].split()[0] == "T":
+            return
+        time.sleep(0.1)
+    pytest.fail(f"the run never stopped at its fault point: {process.communicate()[1][-3000:]}")
+
+
+def _expire(lease_file: Path) -> None:
+    """Make the lease look unrenewed for longer than `LEASE_TTL_S`, as when its holder's
+    host is cut off from the lake."""
+    fields = json.loads(lease_file.read_text())
+    fields["renewed_ms"] -= int(LEASE_TTL_S * 1000) + 1
+    lease_file.write_text(json.dumps(fields))
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.parametrize("stop", [FaultPoint.AFTER_READ, FaultPoint.AFTER_INTENT,
+                                  FaultPoint.AFTER_OUTPUT, FaultPoint.BEFORE_CHECKPOINT],
+                         ids=lambda point: point.value)
+def test_a_stalled_run_whose_lease_was_taken_over_is_refused_at_the_commit_point(
+    spark: SparkSession, reference: Reference, tmp_path: Path, stop: FaultPoint
+) -> None:
+    """Two runs of one table that share nothing but the lake: the first stalls while
+    holding the lease, which expires (its host is cut off); a second run takes it over and
+    commits; then the first wakes up. Exactly one run's output is committed, nothing twice,
+    and the first is refused with the reason and leaves no state behind."""
+    lake = tmp_path / "lake"
+    shutil.copytree(reference.template, lake)
+    add_batch(lake, 1)
+    stalled = start_run(lake, VIEW, fault=f"{stop.value}:stop")
+    try:
+        _wait_until_stopped(stalled)
+        _expire(lock_path(lock_dir(lake), VIEW))
+        assert _run(spark, lake).status is RunStatus.COMMITTED  # took the stale lease over
+        os.kill(stalled.pid, signal.SIGCONT)
+        woke = finish(stalled)
+    finally:
+        if stalled.poll() is None:
+            stalled.kill()
+    assert woke.returncode == 1, woke.stderr[-3000:]
+    assert re.search(r"RunError: 'orders_enriched': run 2 was committed by another run while "
+                     r"this one( \(run 2\))? was (computing|writing)", woke.stderr), \
+        woke.stderr[-3000:]
+    assert same_rows(delta_rows(spark, output_path(lake, VIEW)), reference.output(spark, 2))
+    checkpoint = _checkpoint(lake)
+    _assert_same_position(checkpoint, reference.checkpoints[2])
+    assert checkpoint.counters["rows_out"] == reference.checkpoints[2].counters["rows_out"]
+    store = DerivedTable(Catalog(lake), VIEW).store
+    attempts = {(store.directory / name).parent for name in checkpoint.state.values()}
+    assert set(store.run_dir(2).iterdir()) == attempts  # the stalled run's state is gone
+    assert not lock_path(lock_dir(lake), VIEW).exists()
+    later = add_batch(lake, 2) or _run(spark, lake)  # and the table goes on as usual
+    assert later.run == 3
+    assert same_rows(delta_rows(spark, output_path(lake, VIEW)), reference.output(spark, 3))
+    EXERCISED.concurrent_runs += 1
+
+
+def test_a_lease_is_renewed_while_held_and_another_hosts_is_taken_over_only_once_expired(
+    tmp_path: Path,
+) -> None:
+    with run_lock(tmp_path, "t"):
+        first = json.loads(lock_path(tmp_path, "t").read_text())["renewed_ms"]
+        time.sleep(RENEW_EVERY_S + 2)
+        assert json.loads(lock_path(tmp_path, "t").read_text())["renewed_ms"] > first
+    assert not lock_path(tmp_path, "t").exists()  # released: removed
+
+    now_ms = int(time.time() * 1000)
+    elsewhere = Lease(Writer("another-host", 4242, "17", now_ms), "theirs", now_ms)
+    lock_path(tmp_path, "t").write_text(elsewhere.to_json())
+    with pytest.raises(RunError, match=r"\(pid 4242 on another-host, "), run_lock(tmp_path, "t"):
+        pass
+    _expire(lock_path(tmp_path, "t"))
+    with run_lock(tmp_path, "t"):  # its holder stopped renewing it: taken over
+        assert json.loads(lock_path(tmp_path, "t").read_text())["pid"] == os.getpid()
     EXERCISED.concurrent_runs += 1

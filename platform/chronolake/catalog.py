@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
-from chronolake._atomic import write_text_atomically
 from chronolake._spark import local_spark_session
 from chronolake.dialect import spark_sql
 from chronolake.errors import DefinitionError, SourceError
@@ -30,6 +29,7 @@ from chronolake.joins.temporal import (
 )
 from chronolake.joins.versions import first_versions, forward_newer_versions
 from chronolake.lake import LakeBackend, backend_for
+from chronolake.lake.documents import write_text_atomically
 from chronolake.lake.layout import CATALOG_ROOT, output_path
 from chronolake.lake.reader import latest_per_key
 from chronolake.lake.stamps import latest_recorded_watermark

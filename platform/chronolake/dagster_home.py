@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from chronolake._atomic import write_text_atomically
+from chronolake.lake.documents import write_text_atomically
 
 DAGSTER_HOME = ".dagster-home"
 

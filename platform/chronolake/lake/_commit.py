@@ -6,14 +6,13 @@ a rewritten file as deleted and re-inserted, nor deletion vectors. This module
 writes such a commit's `_delta_log/<version>.json` itself, following the Delta
 protocol (commitInfo, protocol and metaData when a feature is enabled, txn,
 remove, add with their deletion vectors, and cdc lines), with a put-if-absent
-write: the version file is linked into place, which fails when it exists, so of
-two writers of the same version exactly one succeeds.
+write (`write_text_if_absent`), so of two writers of the same version exactly one
+succeeds.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from chronolake.lake._log import log_file_name
-from chronolake.lake.scratch import TEMP_PREFIX, scratch_name
+from chronolake.lake.documents import write_text_if_absent
 
 
 class CommitConflict(Exception):
@@ -77,13 +76,7 @@ def write_commit(
                    "dataChange": False}}
           for f in change_data),
     ]
-    log = root / "_delta_log"
-    staged = log / scratch_name(TEMP_PREFIX)  # a killed writer's is swept by the next write
-    staged.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
-    try:
-        os.link(staged, log / log_file_name(version))  # put-if-absent
-    except FileExistsError:
-        raise CommitConflict(version) from None
-    finally:
-        staged.unlink(missing_ok=True)
+    text = "\n".join(json.dumps(line) for line in lines) + "\n"
+    if not write_text_if_absent(root / "_delta_log" / log_file_name(version), text):
+        raise CommitConflict(version)
     return version

@@ -70,6 +70,13 @@ class Writer:
         """Whether this writer can no longer be writing (see the module's docstring)."""
         if self.host != _host():
             return now_s - self.made_ms / 1000 > FOREIGN_SCRATCH_TTL_S
+        return self.ended_here()
+
+    def ended_here(self) -> bool:
+        """Whether this writer ran on this host and runs no more (False for another host's,
+        which cannot be checked)."""
+        if self.host != _host():
+            return False
         started = _process_start(self.pid)
         return started is None or (bool(self.started) and started != self.started)
 

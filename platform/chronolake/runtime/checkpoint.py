@@ -1,12 +1,18 @@
 """Checkpoints: what a derived table has consumed, its watermarks, and where its state is.
 
 A run `n` first records its *intent* (the input versions it will read up to),
-then writes output, side output and state, and last the checkpoint `n`, by an
-atomic rename: the commit point. A run killed before that point is redone from
-checkpoint `n - 1` with the same intent, so it reads exactly the same commits;
-the output and side-output appends carry Delta application transactions
-(`app_id`, `n`) and are skipped when already committed. Nothing is lost and
-nothing is written twice.
+then writes output, side output and state, and last the checkpoint `n`: the commit
+point. A run killed before that point is redone from checkpoint `n - 1` with the
+same intent, so it reads exactly the same commits; the output and side-output
+appends carry Delta application transactions (`app_id`, `n`) and are skipped when
+already committed. Nothing is lost and nothing is written twice.
+
+Intent and checkpoint are written put-if-absent (`write_text_if_absent`), never
+renamed into place, so this holds with no lock and on object stores: two attempts
+at run `n` (two hosts, or a frozen run whose lease was taken over) share the first
+intent written, or the later one stops, and only one of them passes the commit
+point. Each attempt keeps its state in a folder of its own
+(`run-<n>/<attempt>/<role>`), so a losing attempt cannot spoil the winner's.
 
 A full refresh is a run like any other whose intent says so: it starts every
 input from scratch (from its last OVERWRITE, or from a snapshot when the older
@@ -22,7 +28,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from chronolake._atomic import write_text_atomically
+from chronolake.lake.documents import write_text_if_absent
 from chronolake.watermarks.assigner import WatermarkState
 
 CHECKPOINT_PREFIX = "checkpoint-"
@@ -96,18 +102,24 @@ class CheckpointStore:
         path = self._path(INTENT_PREFIX, run)
         return RunIntent.model_validate_json(path.read_text()) if path.exists() else None
 
-    def write_intent(self, intent: RunIntent) -> None:
-        write_text_atomically(self._path(INTENT_PREFIX, intent.run), intent.model_dump_json())
+    def write_intent(self, intent: RunIntent) -> RunIntent:
+        """Record `intent` unless an intent of its run is there already; the recorded one."""
+        path = self._path(INTENT_PREFIX, intent.run)
+        if write_text_if_absent(path, intent.model_dump_json()):
+            return intent
+        return RunIntent.model_validate_json(path.read_text())
 
-    def commit(self, checkpoint: Checkpoint) -> None:
-        """The commit point of a run: after this, the run counts as done.
+    def commit(self, checkpoint: Checkpoint) -> bool:
+        """The commit point of a run: after this, the run counts as done. False, changing
+        nothing, when another attempt at the same run passed it first.
 
-        Then the checkpoints, intents and state of runs before the previous one go: all of
-        them, since a run killed after its commit point leaves its predecessor's.
+        Then go the other attempts' state of this run, and the checkpoints, intents and
+        state of runs before the previous one: all of them, since a run killed after its
+        commit point leaves its predecessor's.
         """
-        write_text_atomically(
-            self._path(CHECKPOINT_PREFIX, checkpoint.run), checkpoint.model_dump_json(indent=2)
-        )
+        path = self._path(CHECKPOINT_PREFIX, checkpoint.run)
+        if not write_text_if_absent(path, checkpoint.model_dump_json(indent=2)):
+            return False
         for prefix in (CHECKPOINT_PREFIX, INTENT_PREFIX):
             for run in self._runs(prefix):
                 if run < checkpoint.run - 1:
@@ -116,18 +128,33 @@ class CheckpointStore:
             number = folder.name.removeprefix(RUN_PREFIX)
             if number.isdigit() and int(number) < checkpoint.run - 1:
                 shutil.rmtree(folder, ignore_errors=True)
+        kept = {Path(name).parent.name for name in checkpoint.state.values()}
+        for attempt in self._attempt_dirs(checkpoint.run):
+            if attempt.name not in kept:
+                self.discard(attempt)
+        return True
 
-    def state_dir(self, run: int) -> Path:
-        return self.directory / self._run_folder(run)
+    def run_dir(self, run: int) -> Path:
+        """The folder of run `run`'s state: one folder per attempt at it."""
+        return self.directory / f"{RUN_PREFIX}{run:08d}"
 
-    def state_name(self, run: int, role: str) -> str:
-        """Where run `run` keeps state table `role`, relative to this store's directory (what
-        a checkpoint records, so that a lake can be copied or moved)."""
-        return f"{self._run_folder(run)}/{role}"
+    def state_dir(self, run: int, attempt: str) -> Path:
+        """Where attempt `attempt` at run `run` writes its state tables."""
+        return self.run_dir(run) / attempt
+
+    def state_name(self, run: int, attempt: str, role: str) -> str:
+        """Where attempt `attempt` at run `run` keeps state table `role`, relative to this
+        store's directory (what a checkpoint records, so that a lake can be copied or moved)."""
+        return self.state_dir(run, attempt).relative_to(self.directory).joinpath(role).as_posix()
 
     @staticmethod
-    def _run_folder(run: int) -> str:
-        return f"{RUN_PREFIX}{run:08d}"
+    def discard(attempt_dir: Path) -> None:
+        """Remove an attempt's state: one that lost, or is superseded."""
+        shutil.rmtree(attempt_dir, ignore_errors=True)
+
+    def _attempt_dirs(self, run: int) -> list[Path]:
+        folder = self.run_dir(run)
+        return [path for path in folder.iterdir() if path.is_dir()] if folder.is_dir() else []
 
     def _path(self, prefix: str, run: int) -> Path:
         return self.directory / f"{prefix}{run:08d}.json"

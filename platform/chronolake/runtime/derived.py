@@ -16,10 +16,10 @@ at `commit`, which refuses when another run committed in between.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from uuid import uuid4
 
 from pyspark.sql import DataFrame
 
@@ -70,6 +70,8 @@ class RunPlan:
     intent: RunIntent
     resumed: bool
     """Whether it redoes a killed run's intent (already on disk)."""
+    attempt: str = field(default_factory=lambda: f"attempt-{uuid4().hex[:12]}")
+    """This attempt at the run: its state goes to a folder of its own."""
 
     @property
     def number(self) -> int:
@@ -223,12 +225,6 @@ class DerivedTable:
         """
         with run_lock(self._lock_dir, self.name):
             self._check_registration()
-            latest = self.store.latest().run
-            if latest != plan.committed.run:
-                raise RunError(
-                    f"{self.name!r}: run {latest} was committed by another run while this one "
-                    f"(run {plan.number}) was computing; nothing was written: run it again"
-                )
             return self._commit(plan, reads, step)
 
     # -- reading ---------------------------------------------------------------------------
@@ -323,28 +319,48 @@ class DerivedTable:
     # -- committing ------------------------------------------------------------------------
 
     def _commit(self, plan: RunPlan, reads: Mapping[str, InputRead], step: Step) -> RunResult:
+        """Write and pass the commit point. Another attempt at the same run (another host's,
+        or one that took over this run's lease while it stalled) may be doing the same: the
+        first intent written binds both, and only one passes the commit point."""
+        self._refuse_if_overtaken(plan)
         if not plan.resumed:  # from here on the run writes: a redo must read the same commits
-            self.store.write_intent(plan.intent)
+            recorded = self.store.write_intent(plan.intent)
+            if recorded != plan.intent:
+                raise RunError(
+                    f"{self.name!r}: another run began run {plan.number} with other input "
+                    f"versions ({recorded.end_versions}, this one: {plan.intent.end_versions}) "
+                    "while this one was computing; nothing was written: run it again"
+                )
         fault_point(FaultPoint.AFTER_INTENT)
         number, intent = plan.number, plan.intent
         combined = min(read.watermark for read in reads.values())
         watermark_ms = self._watermark_ms(plan.base, combined)
         output_ms = self._output_watermark(watermark_ms)
         output_version, output_figures = self._write(
-            number, step, output_ms, replace=intent.full_refresh
+            plan, step, output_ms, replace=intent.full_refresh
         )
         figures = {**step.figures, **output_figures}
-        self.store.commit(
-            Checkpoint(
-                run=number,
-                inputs={name: read.position for name, read in reads.items()},
-                watermark=watermark_ms,
-                horizon=watermark_ms if self.operator.event_time else None,
-                state={role: self.store.state_name(number, role) for role in step.state},
-                counters=figures,
-                finished_at=self.clock.now_ms() / 1000,
-            )
+        checkpoint = Checkpoint(
+            run=number,
+            inputs={name: read.position for name, read in reads.items()},
+            watermark=watermark_ms,
+            horizon=watermark_ms if self.operator.event_time else None,
+            state={role: self.store.state_name(number, plan.attempt, role) for role in step.state},
+            counters=figures,
+            finished_at=self.clock.now_ms() / 1000,
         )
+        try:
+            self._refuse_if_overtaken(plan)
+            if not self.store.commit(checkpoint):
+                raise RunError(
+                    f"{self.name!r}: run {number} was committed by another run while this one "
+                    "was writing (a run on another host, or one that took over this run's "
+                    "lock while it stalled); the table holds that run's rows, which equal "
+                    "this one's, and nothing was written twice: nothing to do"
+                )
+        except RunError:
+            self.store.discard(self.store.state_dir(number, plan.attempt))
+            raise
         fault_point(FaultPoint.AFTER_CHECKPOINT)
         what = "rebuilt the table from scratch with" if intent.full_refresh else "committed"
         starts = self._start_positions(plan)
@@ -370,7 +386,16 @@ class DerivedTable:
             ticks=step.ticks,
         )
 
-    def _write(self, run: int, step: Step, watermark_ms: int | None, *, replace: bool
+    def _refuse_if_overtaken(self, plan: RunPlan) -> None:
+        """`RunError` when a later run than the one `plan` builds on was committed meanwhile."""
+        latest = self.store.latest().run
+        if latest != plan.committed.run:
+            raise RunError(
+                f"{self.name!r}: run {latest} was committed by another run while this one "
+                f"(run {plan.number}) was computing; this one committed nothing: run it again"
+            )
+
+    def _write(self, plan: RunPlan, step: Step, watermark_ms: int | None, *, replace: bool
                ) -> tuple[int | None, dict[str, int]]:
         """Commit the output's changes (stamped with the output watermark), append late rows
         and history (each idempotent per run), then write state; return the output's
@@ -379,7 +404,7 @@ class DerivedTable:
         `replace` (a full refresh) overwrites output, late rows and history instead: one
         Delta commit each, which a retry repeats with the same rows.
         """
-        backend = self.catalog.backend
+        backend, run = self.catalog.backend, plan.number
         app = f"chronolake/{self.name}"
 
         def write(frame: DataFrame, path: Path, app_id: str) -> int | None:
@@ -425,11 +450,10 @@ class DerivedTable:
         if step.history is not None:
             with parquet_pages_of(self.catalog.spark, HISTORY_PAGE_ROWS):
                 write(stored(step.history), self.history_path, f"{app}/history")
-        shutil.rmtree(self.store.state_dir(run), ignore_errors=True)  # a killed attempt's
         for role, frame in step.state.items():
             backend.append_dataframe(
-                stored(frame), self.store.state_dir(run) / role, app_id=f"{app}/{role}",
-                app_version=run,
+                stored(frame), self.store.state_dir(run, plan.attempt) / role,
+                app_id=f"{app}/{role}", app_version=run,
             )
         fault_point(FaultPoint.AFTER_STATE)
         fault_point(FaultPoint.BEFORE_CHECKPOINT)

@@ -3,6 +3,9 @@
 `CHRONOLAKE_FAULT=after_output` makes the process kill itself with SIGKILL
 (no cleanup, no exception handlers) when a run reaches that point, so a test
 can prove that running again loses nothing and duplicates nothing.
+`CHRONOLAKE_FAULT=after_output:stop` freezes it there instead (SIGSTOP, until a
+SIGCONT), as a long pause or a host cut off from the others would: a test can let
+another run take over meanwhile, then let the frozen one go on.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ RUN_FAULT_POINTS = tuple(point for point in FaultPoint if point is not FaultPoin
 
 
 def fault_point(point: FaultPoint) -> None:
-    """Kill this process with SIGKILL if `CHRONOLAKE_FAULT` names `point`."""
-    if os.environ.get(FAULT_ENV) == point.value:
-        os.kill(os.getpid(), signal.SIGKILL)
+    """Kill this process with SIGKILL if `CHRONOLAKE_FAULT` names `point` (freeze it with
+    SIGSTOP if it names `<point>:stop`)."""
+    armed, _, action = os.environ.get(FAULT_ENV, "").partition(":")
+    if armed == point.value:
+        os.kill(os.getpid(), signal.SIGSTOP if action == "stop" else signal.SIGKILL)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from chronolake._atomic import write_text_atomically
 from chronolake.errors import ChronolakeError
+from chronolake.lake.documents import write_text_atomically
 from chronolake.lake.layout import last_error_path
 from chronolake.spark_errors import is_spark_error, spark_error_line
 

@@ -1,30 +1,69 @@
-"""One run per derived table at a time: an exclusive lock under `_chronolake/locks/`.
+"""One run per derived table at a time: a lease under `_chronolake/locks/`.
 
-The lock is an advisory `flock` on `<table>.lock`, taken without waiting: of two
-runs started together exactly one gets it; the other fails at once with a clear
-error, before it has read or written anything. The operating system releases
-the lock when its holder exits, however it exits (SIGKILL included), so a
-crashed run never leaves a stale lock behind and no takeover logic is needed.
-The file itself stays; it only names the current holder for the error message.
-(`flock` is local to one host, like the file system the lake lives on.)
+The lease is a small document, `<table>.lock`, created with a put-if-absent write
+(`write_text_if_absent`), so it holds between processes that share nothing but the
+lake (two hosts, an object store): of two runs started together exactly one creates
+it; the other fails at once with a clear error, before it has read or written
+anything. Its holder renews it while it runs and removes it when it ends.
+
+A holder that cannot remove it (killed with SIGKILL, its host gone) leaves it behind,
+so a lease is taken over when its holder provably ended (on this host: no such
+process any more) or has not renewed it for `LEASE_TTL_S` (another host's, which
+cannot be checked). A takeover can race with another, or with a holder that was only
+frozen; that is safe, because the lease only spares work: what makes a run exactly
+once is its commit point, which two runs cannot both pass
+(`chronolake.runtime.checkpoint`).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
+from uuid import uuid4
 
 from chronolake.errors import RunError
+from chronolake.lake.documents import write_text_atomically, write_text_if_absent
+from chronolake.lake.scratch import Writer
+
+LEASE_TTL_S = 60.0
+"""How long a lease stays its holder's without a renewal: far longer than the holder's
+renewals are apart (`RENEW_EVERY_S`), however loaded its machine."""
+RENEW_EVERY_S = LEASE_TTL_S / 6
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who holds a table's run lock (`holder`), the holding's `token`, and when the holder
+    last renewed it (`renewed_ms`, its own clock)."""
+
+    holder: Writer
+    token: str
+    renewed_ms: int
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "pid": self.holder.pid, "host": self.holder.host, "started": self.holder.started,
+            "since_ms": self.holder.made_ms, "token": self.token, "renewed_ms": self.renewed_ms,
+        })
+
+    @classmethod
+    def from_json(cls, text: str) -> Lease:
+        fields = json.loads(text)
+        holder = Writer(fields["host"], fields["pid"], fields["started"], fields["since_ms"])
+        return cls(holder, fields["token"], fields["renewed_ms"])
+
+    def is_stale(self, now_ms: int) -> bool:
+        """Whether its holder ended or stopped renewing it: the lease can be taken over."""
+        return self.holder.ended_here() or now_ms - self.renewed_ms > LEASE_TTL_S * 1000
 
 
 def lock_path(lock_dir: Path, name: str) -> Path:
-    """The lock file of derived table `name`."""
+    """The lease file of derived table `name`."""
     return lock_dir / f"{name}.lock"
 
 
@@ -32,37 +71,76 @@ def lock_path(lock_dir: Path, name: str) -> Path:
 def run_lock(lock_dir: Path, name: str) -> Iterator[None]:
     """Hold the run lock of derived table `name` for the duration of the block.
 
-    Raises `RunError` at once when another process holds it.
+    Raises `RunError` at once when another live process holds it.
     """
-    lock_dir.mkdir(parents=True, exist_ok=True)
     path = lock_path(lock_dir, name)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    lease = _take(path, name)
+    stop = threading.Event()
+    renewer = threading.Thread(
+        target=_renew, args=(path, lease, stop), name=f"chronolake-lease-{name}", daemon=True
+    )
+    renewer.start()
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _holder(path)
-            msg = (
-                f"another run of {name!r} is in progress (pid {holder.get('pid', '?')} on "
-                f"{holder.get('host', '?')}, holding {path}); expected no concurrent run of "
-                "the same derived table; this run read and changed nothing: wait for the "
-                "other run to finish, then run again"
-            )
-            raise RunError(msg) from None
-        _write_holder(fd)
         yield
     finally:
-        os.close(fd)  # closing the descriptor releases the lock
+        stop.set()
+        renewer.join()
+        _remove_if_held(path, lease.token)
 
 
-def _write_holder(fd: int) -> None:
-    holder = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(holder).encode(), 0)
+def _take(path: Path, name: str) -> Lease:
+    """Create the lease, taking over a stale one; `RunError` when a live holder has it."""
+    for _ in range(3):
+        now = _now_ms()
+        mine = Lease(Writer.current(), uuid4().hex, now)
+        if write_text_if_absent(path, mine.to_json()):
+            return mine
+        held = _read(path)
+        if held is None:
+            continue  # released meanwhile
+        if not held.is_stale(now):
+            raise _busy(name, path, held)
+        _remove_if_held(path, held.token)
+    held = _read(path)
+    raise _busy(name, path, held)
 
 
-def _holder(path: Path) -> dict[str, object]:
+def _busy(name: str, path: Path, held: Lease | None) -> RunError:
+    pid, host = (held.holder.pid, held.holder.host) if held else ("?", "?")
+    return RunError(
+        f"another run of {name!r} is in progress (pid {pid} on {host}, holding {path}); "
+        "expected no concurrent run of the same derived table; this run read and changed "
+        "nothing: wait for the other run to finish, then run again"
+    )
+
+
+def _renew(path: Path, lease: Lease, stop: threading.Event) -> None:
+    """Renew the lease until `stop`, or until it is no longer ours (taken over)."""
+    while not stop.wait(RENEW_EVERY_S):
+        held = _read(path)
+        if held is None or held.token != lease.token:
+            return
+        try:
+            write_text_atomically(path, replace(lease, renewed_ms=_now_ms()).to_json())
+        except OSError:
+            continue  # the lake was unreachable for a moment: try again next time
+
+
+def _remove_if_held(path: Path, token: str) -> None:
+    held = _read(path)
+    if held is not None and held.token == token:
+        path.unlink(missing_ok=True)
+
+
+def _read(path: Path) -> Lease | None:
     try:
-        return json.loads(path.read_text() or "{}")
-    except (OSError, json.JSONDecodeError):
-        return {}
+        return Lease.from_json(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        # Not a lease this version wrote (an older version's flock file): no holder to wait for.
+        return Lease(Writer("", 0, "", 0), "", 0)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

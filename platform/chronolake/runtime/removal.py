@@ -20,7 +20,7 @@ from chronolake.errors import ChronolakeError, RunError
 from chronolake.lake.layout import lock_dir, view_data_paths
 from chronolake.lake.tables import table_row_count
 from chronolake.runtime.faults import FaultPoint, fault_point
-from chronolake.runtime.lock import lock_path, run_lock
+from chronolake.runtime.lock import run_lock
 
 
 class RemovedData(BaseModel):
@@ -74,7 +74,6 @@ def remove_view_data(root: Path, name: str) -> RemovedData:
     fault_point(FaultPoint.DROP_AFTER_OUTPUT)
     for path in (late, state):
         shutil.rmtree(path, ignore_errors=True)
-    lock_path(lock_dir(root), name.lower()).unlink(missing_ok=True)  # released when we exit
     return removed
 
 
