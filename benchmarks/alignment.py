@@ -37,12 +37,12 @@ import numpy as np
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from chronolake._spark import local_spark_session
 from chronolake.catalog import Catalog
 from chronolake.lake import DeltaRsBackend
 from chronolake.lake.layout import output_path
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.result import RunResult
+from chronolake.spark_session import local_spark_session
 
 RESULTS = Path(__file__).resolve().parent / "results"
 T0_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z

@@ -40,10 +40,10 @@ from deltalake import DeltaTable, write_deltalake
 from incremental import RESULTS, START_US, StageMeter, _ascending
 
 from chronolake import Catalog
-from chronolake._spark import local_spark_session
 from chronolake.lake import upserts
 from chronolake.lake.layout import output_path
 from chronolake.runtime.views import materialize_view
+from chronolake.spark_session import local_spark_session
 
 HOUR_US = 3_600_000_000
 DDL = """

@@ -49,7 +49,7 @@ from chronolake.demo import CDF_ON, ORDERS_SCHEMA, RATES_SCHEMA
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = (
-    "from chronolake._spark import local_spark_session; "
+    "from chronolake.spark_session import local_spark_session; "
     "local_spark_session().range(1).count()"
 )
 VIEW = "orders_enriched"

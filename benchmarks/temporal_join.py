@@ -31,8 +31,8 @@ from pyspark.sql import functions as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import BenchData, Skew, generate  # noqa: E402
 
-from chronolake._spark import local_spark_session  # noqa: E402
 from chronolake.joins import AsOfTuning, join_valid_versions  # noqa: E402
+from chronolake.spark_session import local_spark_session  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BASELINE = "spark window (tempo)"

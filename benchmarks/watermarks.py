@@ -37,9 +37,9 @@ import pyarrow as pa
 from deltalake import write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 
-from chronolake._spark import local_spark_session
 from chronolake.lake import backend_for
 from chronolake.schema import EmitStrategy
+from chronolake.spark_session import local_spark_session
 from chronolake.watermarks.assigner import WatermarkAssigner
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -141,7 +141,7 @@ def cluster_settings(zip_path: Path) -> dict[str, str]:
     The executors get the local driver's JVM options (the throughput collector, C2 kept for
     code that touches rows): on a small machine most of a short run's CPU is the JIT's.
     """
-    from chronolake._spark import java_options
+    from chronolake.spark_session import java_options
 
     return {
         "spark.executor.cores": "1",
@@ -231,8 +231,8 @@ def executor_tasks(spark: SparkSession) -> dict[str, int]:
 def main(lake: Path) -> None:
     """The cluster's driver: the platform's runs, where tasks ran, where executors found
     chronolake; as one JSON line on stdout."""
-    from chronolake._spark import local_spark_session
     from chronolake.catalog import Catalog
+    from chronolake.spark_session import local_spark_session
 
     spark = local_spark_session("chronolake-cluster-test")
     results = run_platform(Catalog(lake, spark))

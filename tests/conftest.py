@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from chronolake._spark import local_spark_session
+from chronolake.spark_session import local_spark_session
 
 
 @pytest.fixture(scope="session")

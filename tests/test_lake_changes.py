@@ -19,7 +19,7 @@ from deltatables import (
 )
 from pyspark.sql import Row, SparkSession
 
-from chronolake import _spark
+from chronolake import spark_session
 from chronolake.errors import SourceError
 from chronolake.lake import ARRIVAL_ORDER, DeltaRsBackend, LakeBackend
 
@@ -303,7 +303,7 @@ def test_file_tags_are_the_same_looked_up_or_joined(
     backend: LakeBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, literal_max_files: int
 ) -> None:
     """Few files find their tags in a literal map, many join a broadcast table: same rows."""
-    monkeypatch.setattr(_spark, "LITERAL_LOOKUP_MAX_ROWS", literal_max_files)
+    monkeypatch.setattr(spark_session, "LITERAL_LOOKUP_MAX_ROWS", literal_max_files)
     path = tmp_path / "events"
     _partitioned_events(path)
     changes = backend.changes(path, 0).orderBy(*ARRIVAL_ORDER).collect()

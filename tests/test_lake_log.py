@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from chronolake.lake._files import TaggedFile, file_uri
-from chronolake.lake._log import ActionKind, log_file_name, parse_commit
 from chronolake.lake.backend import version_spans
+from chronolake.lake.delta_log import ActionKind, log_file_name, parse_commit
+from chronolake.lake.files import TaggedFile, file_uri
 
 
 def _lines(*entries: dict) -> list[str]:

@@ -128,13 +128,13 @@ _LATE = {
 
 def _count_history_loads(table: DerivedTable, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How often the table's runs load the history table from here on (a one-item list)."""
-    loads, load = [0], table._history
+    loads, load = [0], table.history
 
     def counted() -> DataFrame | None:
         loads[0] += 1
         return load()
 
-    monkeypatch.setattr(table, "_history", counted)
+    monkeypatch.setattr(table, "history", counted)
     return loads
 
 

@@ -6,8 +6,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from chronolake import _spark
-from chronolake._spark import join_local
+from chronolake import spark_session
+from chronolake.spark_session import join_local
 
 pytestmark = pytest.mark.spark
 
@@ -36,7 +36,7 @@ def test_local_rows_join_like_an_inner_join(
     spark: SparkSession, monkeypatch: pytest.MonkeyPatch, max_rows: int
 ) -> None:
     """Matched rows gain the values; unknown and null keys drop out, as in an inner join."""
-    monkeypatch.setattr(_spark, "LITERAL_LOOKUP_MAX_ROWS", max_rows)
+    monkeypatch.setattr(spark_session, "LITERAL_LOOKUP_MAX_ROWS", max_rows)
     assert _joined(spark, ["split", "commit"], ROWS) == [
         (1, "a", 0, 10, "first"),
         (2, "a", BIG, 11, None),

@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
-from chronolake._spark import local_spark_session
 from chronolake.dialect import spark_sql
 from chronolake.errors import DefinitionError, SourceError
 from chronolake.joins.temporal import (
@@ -44,6 +43,7 @@ from chronolake.runtime.removal import (
 from chronolake.schema import ChangelogMode, StartupMode, TableSpec, ViewSpec
 from chronolake.schema.spec import KeepRow
 from chronolake.schema.type_compat import check_stored_types
+from chronolake.spark_session import local_spark_session
 from chronolake.sql.current_watermark import HeldWatermark, bind, held_by, uses_current_watermark
 from chronolake.sql.ddl import DropStatement, QueryStatement, Statement, parse_statements
 from chronolake.sql.existing import (

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyspark
 
-from chronolake._spark import local_spark_conf, pass_on_stderr, worker_python
+from chronolake.spark_session import local_spark_conf, pass_on_stderr, worker_python
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
@@ -98,7 +98,7 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
 
 def main() -> None:
     """Run a server in the foreground on the port given (else `DEFAULT_PORT`), its stderr
-    passed on without the JVM's notices (`chronolake._spark.JVM_NOTICES`)."""
+    passed on without the JVM's notices (`chronolake.spark_session.JVM_NOTICES`)."""
     port = int(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_PORT
     server = subprocess.Popen(
         server_command(port), stderr=subprocess.PIPE, env=server_environment()

@@ -11,8 +11,8 @@ from dagster_spark.utils import flatten_dict
 from pydantic import Field
 from pyspark.sql import SparkSession
 
-from chronolake._spark import local_spark_conf, start_spark_driver
 from chronolake.catalog import Catalog
+from chronolake.spark_session import local_spark_conf, start_spark_driver
 
 
 class LakeResource(ConfigurableResource):
@@ -49,7 +49,7 @@ class LakeResource(ConfigurableResource):
 
 class ChronolakePySparkResource(PySparkResource):
     """dagster-pyspark's resource, its Spark driver started as chronolake starts its own
-    (`chronolake._spark.start_spark_driver`: a quiet console)."""
+    (`chronolake.spark_session.start_spark_driver`: a quiet console)."""
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         # The resource takes nested settings too, as dagster-pyspark reads them.

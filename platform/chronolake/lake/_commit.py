@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from chronolake.lake._log import log_file_name
+from chronolake.lake.delta_log import log_file_name
 from chronolake.lake.documents import write_text_if_absent
 
 

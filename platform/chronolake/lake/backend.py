@@ -21,26 +21,26 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from chronolake.errors import SourceError
-from chronolake.lake._files import (
-    CHANGE_TYPE,
-    TaggedFile,
-    file_name,
-    file_uri,
-    read_tagged_files,
-)
-from chronolake.lake._log import (
-    CDF_PROPERTY,
-    COLUMN_MAPPING_PROPERTY,
-    ActionKind,
-    FileAction,
-    LogCommit,
-)
 from chronolake.lake.changelog import (
     COMMIT_TIMESTAMP,
     COMMIT_VERSION,
     POSITION,
     ROW_KIND,
     RowKind,
+)
+from chronolake.lake.delta_log import (
+    CDF_PROPERTY,
+    COLUMN_MAPPING_PROPERTY,
+    ActionKind,
+    FileAction,
+    LogCommit,
+)
+from chronolake.lake.files import (
+    CHANGE_TYPE,
+    TaggedFile,
+    file_name,
+    file_uri,
+    read_tagged_files,
 )
 
 BackendKind = Literal["delta-rs", "delta-spark"]

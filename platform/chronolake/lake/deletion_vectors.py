@@ -27,8 +27,8 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from pyroaring import BitMap
 
-from chronolake.lake._files import DELETED_FILE, DELETED_ROW
-from chronolake.lake._log import CDF_PROPERTY
+from chronolake.lake.delta_log import CDF_PROPERTY
+from chronolake.lake.files import DELETED_FILE, DELETED_ROW
 
 FEATURE = "deletionVectors"
 ENABLE_PROPERTY = "delta.enableDeletionVectors"

@@ -27,10 +27,19 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from chronolake._spark import without_constraint_propagation
 from chronolake.errors import SourceError
 from chronolake.lake._commit import CommitConflict, DataFile, write_commit
-from chronolake.lake._files import (
+from chronolake.lake.backend import LakeBackend, TableMetadata
+from chronolake.lake.changelog import POSITION, SYSTEM_COLUMNS
+from chronolake.lake.deletion_vectors import FEATURE, deleted_rows, enabling_actions, write_vectors
+from chronolake.lake.delta_log import (
+    CDF_PROPERTY,
+    ActionKind,
+    LogCommit,
+    log_file_name,
+    parse_commit,
+)
+from chronolake.lake.files import (
     DELETED_FILE,
     DELETED_ROW,
     TaggedFile,
@@ -38,10 +47,6 @@ from chronolake.lake._files import (
     read_tagged_files,
     without_deleted,
 )
-from chronolake.lake._log import CDF_PROPERTY, ActionKind, LogCommit, log_file_name, parse_commit
-from chronolake.lake.backend import LakeBackend, TableMetadata
-from chronolake.lake.changelog import POSITION, SYSTEM_COLUMNS
-from chronolake.lake.deletion_vectors import FEATURE, deleted_rows, enabling_actions, write_vectors
 from chronolake.lake.scratch import staging_folder, sweep
 from chronolake.lake.upserts import (
     FILE_NAME,
@@ -51,6 +56,7 @@ from chronolake.lake.upserts import (
     apply_changes,
     final_rows,
 )
+from chronolake.spark_session import without_constraint_propagation
 
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 

@@ -18,14 +18,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from chronolake._spark import join_local, session_settings
 from chronolake.errors import SourceError
-from chronolake.lake._files import POSITION_STRIDE, file_name
-from chronolake.lake._log import CDF_PROPERTY, LogCommit, log_file_name, parse_commit
 from chronolake.lake.backend import LakeBackend, TableMetadata
 from chronolake.lake.changelog import POSITION
 from chronolake.lake.deletion_vectors import ENABLE_PROPERTY
+from chronolake.lake.delta_log import CDF_PROPERTY, LogCommit, log_file_name, parse_commit
+from chronolake.lake.files import POSITION_STRIDE, file_name
 from chronolake.lake.upserts import RETRACTED, last_changes
+from chronolake.spark_session import join_local, session_settings
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 _FILE, _ROW, _RANK = "__chronolake_file", "__chronolake_row", "__chronolake_rank"

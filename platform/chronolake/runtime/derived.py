@@ -23,7 +23,6 @@ from uuid import uuid4
 
 from pyspark.sql import DataFrame
 
-from chronolake._spark import parquet_pages_of
 from chronolake.catalog import Catalog
 from chronolake.clock import Clock, WallClock
 from chronolake.errors import ChronolakeError, DefinitionError, RunError
@@ -59,6 +58,7 @@ from chronolake.runtime.source_checks import (
 from chronolake.runtime.stored import SOURCE_PREFIX, from_stored, stored
 from chronolake.runtime.ticks import plan_ticks, step_ticks
 from chronolake.schema import ViewSpec
+from chronolake.spark_session import parquet_pages_of
 from chronolake.watermarks.watermark import Watermark
 
 
@@ -205,7 +205,7 @@ class DerivedTable:
             checkpoint=plan.base,
             clock=self.clock,
             load_state=lambda role: self._state(plan.base, role),
-            load_history=self._history,
+            load_history=self.history,
         )
         ticked = plan_ticks(reads, self._start_positions(plan))
         if ticked is None:
@@ -304,7 +304,9 @@ class DerivedTable:
 
     # -- state and history -----------------------------------------------------------------
 
-    def _history(self) -> DataFrame | None:
+    def history(self) -> DataFrame | None:
+        """The build side's versions an event-time temporal join keeps for late probe rows
+        (None when it keeps none); each run that needs them loads them through here."""
         backend = self.catalog.backend
         if not backend.is_delta_table(self.history_path):
             return None

@@ -33,7 +33,6 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from chronolake._spark import join_local
 from chronolake.alignment.schedule import SourceBacklog, TickSchedule, schedule_ticks
 from chronolake.alignment.settings import AlignmentSettings
 from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_VERSION
@@ -41,6 +40,7 @@ from chronolake.runtime.checkpoint import Checkpoint, InputPosition
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import Operator, RunContext, Step, reused
 from chronolake.runtime.result import TickReport
+from chronolake.spark_session import join_local
 from chronolake.watermarks.assigner import (
     LATE_COLUMN,
     WATERMARK_COLUMN,

@@ -19,9 +19,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from chronolake._spark import Row, join_local
 from chronolake.errors import SourceError
 from chronolake.lake.changelog import COMMIT_TIMESTAMP, COMMIT_VERSION, POSITION
+from chronolake.spark_session import Row, join_local
 
 CHANGE_TYPE = "_change_type"
 DELETED_FILE, DELETED_ROW = "file_name", "row_index"

@@ -3,7 +3,7 @@
 A commit file (`_delta_log/<version>.json`) is a handful of JSON lines: the
 commit's info, its file actions and, sometimes, new table metadata. Reading
 them in Python is metadata-sized work; the rows the files hold are read by
-Spark (see `chronolake.lake._files`).
+Spark (see `chronolake.lake.files`).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ classpath; a JVM given a stale or foreign one ignores it (CDS logging is
 silenced, so it does so quietly) and starts the slow way, never wrongly.
 
 `./dev` builds the archive into the virtual environment after installing:
-`python -m chronolake._class_archive`.
+`python -m chronolake.class_archive`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ _WORKLOAD = """
 import sys
 from pyspark import SparkContext
 from pyspark.sql import SparkSession, Window, functions as F
-from chronolake._spark import LOCAL_SPARK_CONF, java_options
+from chronolake.spark_session import LOCAL_SPARK_CONF, java_options
 builder = SparkSession.builder.master("local[*]")
 options = f"{java_options()} {sys.argv[2]}"
 for key, value in {**LOCAL_SPARK_CONF, "spark.driver.extraJavaOptions": options}.items():

@@ -20,7 +20,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from chronolake._class_archive import driver_java_options
+from chronolake.class_archive import driver_java_options
 
 
 def worker_python() -> dict[str, str]:
@@ -123,7 +123,7 @@ def logging_java_options() -> str:
 def local_spark_conf() -> dict[str, str]:
     """`LOCAL_SPARK_CONF`, plus the driver's JVM options: `java_options`, the logging's
     (`logging_java_options`) and those that map Spark's class archive once `./dev` has
-    built it (`chronolake._class_archive`)."""
+    built it (`chronolake.class_archive`)."""
     options = " ".join(
         o for o in (java_options(), logging_java_options(), driver_java_options()) if o
     )
