@@ -9,8 +9,9 @@ themselves are also driven directly through `Progress.of`, which needs no Spark.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,11 @@ from deltatables import write_commits
 from pydantic import ValidationError
 from pyspark.sql import SparkSession
 
+from chronolake.catalog import Catalog
+from chronolake.clock import ManualClock
 from chronolake.errors import DefinitionError
 from chronolake.lake import ARRIVAL_ORDER, backend_for
+from chronolake.runtime.derived import DerivedTable
 from chronolake.schema import DeltaOptions, EmitStrategy, PhysicalColumn, TableSpec, WatermarkSpec
 from chronolake.watermarks import LONG_MIN, WatermarkStatus
 from chronolake.watermarks.assigner import (
@@ -274,3 +278,52 @@ def test_a_stored_idle_split_stays_idle_until_it_has_rows() -> None:
 def test_without_a_timeout_nothing_is_tracked() -> None:
     progress = replay([(0, {"a": 1, "b": 1}), (10_000, {"a": 2})], timeout_ms=None, now_ms=99_999)
     assert (progress.watermark, progress.idle, dict(progress.active_at)) == (1, frozenset(), {})
+
+
+# --- an idle input of a join ----------------------------------------------------------------
+
+JOIN = """
+CREATE TABLE orders (
+  order_id BIGINT, currency STRING, order_time TIMESTAMP(3),
+  WATERMARK FOR order_time AS order_time
+) WITH ('path' = 'orders');
+CREATE TABLE rates (
+  currency STRING, rate BIGINT, currency_time TIMESTAMP(3),
+  WATERMARK FOR currency_time AS currency_time,
+  PRIMARY KEY (currency) NOT ENFORCED
+) WITH ('path' = 'rates', 'changelog' = 'cdf'{idle});
+CREATE VIEW enriched AS
+SELECT o.order_id, o.order_time, r.rate
+FROM orders AS o JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r
+ON o.currency = r.currency;
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("idle", "emitted"), [
+    # rates has had no commit for longer than its timeout: it no longer holds the join back,
+    # whose watermark is the orders' (Flink's rule for the inputs of an operator)
+    (", 'scan.idle-timeout' = '1 min'", [(1, 2), (2, 2)]),
+    # without a timeout rates' watermark (09:00) holds both orders in state
+    ("", []),
+])
+def test_an_idle_input_does_not_hold_back_a_join(
+    spark: SparkSession, tmp_path: Path, idle: str, emitted: list[tuple[int, int]]
+) -> None:
+    catalog = Catalog(tmp_path, spark)
+    catalog.declare(JOIN.format(idle=idle))
+    nine = datetime(2026, 11, 2, 9, 0)
+    write_commits(tmp_path / "rates", [[{"currency": "EUR", "rate": 2, "currency_time": nine}]])
+    write_commits(tmp_path / "orders", [[
+        {"order_id": 1, "currency": "EUR", "order_time": nine + timedelta(minutes=10)},
+        {"order_id": 2, "currency": "EUR", "order_time": nine + timedelta(minutes=20)},
+    ]])
+    later = ManualClock(int(time.time() * 1000) + 10 * 60 * 1000)  # rates quiet for 10 min
+    result = DerivedTable(catalog, "enriched", clock=later).run()
+    assert result.figures["pending_rows"] == 2 - len(emitted)
+    rows = catalog.sql("SELECT order_id, rate FROM enriched").collect()
+    assert sorted((r["order_id"], r["rate"]) for r in rows) == emitted
+    if emitted:
+        assert result.watermark_ms == int(
+            (nine + timedelta(minutes=20)).replace(tzinfo=UTC).timestamp() * 1000
+        )

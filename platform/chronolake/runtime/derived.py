@@ -38,6 +38,7 @@ from chronolake.runtime.inputs import (
     ChangelogRead,
     InputRead,
     assign_all,
+    combined_watermark,
     initial_position,
     read_input,
     refresh_position,
@@ -200,7 +201,7 @@ class DerivedTable:
         watermark alignment (`chronolake.runtime.ticks`); else the step sees the whole
         backlog at once.
         """
-        combined = min(read.watermark for read in reads.values())
+        combined = combined_watermark(reads.values())
         context = RunContext(
             checkpoint=plan.base,
             clock=self.clock,
@@ -335,7 +336,7 @@ class DerivedTable:
                 )
         fault_point(FaultPoint.AFTER_INTENT)
         number, intent = plan.number, plan.intent
-        combined = min(read.watermark for read in reads.values())
+        combined = combined_watermark(reads.values())
         watermark_ms = self._watermark_ms(plan.base, combined)
         output_ms = self._output_watermark(watermark_ms)
         output_version, output_figures = self._write(

@@ -18,7 +18,7 @@ its last OVERWRITE, read as a snapshot of inserts (the *bootstrap* phase).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 
@@ -58,7 +58,8 @@ from chronolake.watermarks.assigner import (
     collect_maxima,
 )
 from chronolake.watermarks.progress import SplitTick
-from chronolake.watermarks.watermark import LONG_MIN, Watermark
+from chronolake.watermarks.valve import CombinedWatermarkStatus
+from chronolake.watermarks.watermark import LONG_MIN, Watermark, WatermarkStatus
 
 SNAPSHOT_PHASE = "snapshot"
 CHANGELOG_PHASE = "changelog"
@@ -108,6 +109,25 @@ class InputRead:
     @property
     def phase(self) -> str:
         return self.position.phase
+
+    @property
+    def idle(self) -> bool:
+        """Whether every split of the input is idle after the run (`'scan.idle-timeout'`)."""
+        return self.position.watermarks.status.is_idle
+
+
+def combined_watermark(reads: Iterable[InputRead], *, with_idleness: bool = True) -> Watermark:
+    """The watermark of an operator over `reads`, its inputs: Flink's rule for the inputs of
+    a multi-input operator (`CombinedWatermarkStatus`), where an idle input does not hold
+    the others back. `with_idleness=False` counts every input as active (a tick before the
+    run's last, whose idleness is not tracked per input)."""
+    inputs = list(reads)
+    combined = CombinedWatermarkStatus(len(inputs))
+    for index, read in enumerate(inputs):
+        combined.update_watermark(index, read.watermark)
+        if with_idleness and read.idle:
+            combined.update_status(index, WatermarkStatus.IDLE)
+    return combined.watermark
 
 
 def initial_position(spec: TableSpec) -> InputPosition:

@@ -37,7 +37,7 @@ from chronolake.alignment.schedule import SourceBacklog, TickSchedule, schedule_
 from chronolake.alignment.settings import AlignmentSettings
 from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_VERSION
 from chronolake.runtime.checkpoint import Checkpoint, InputPosition
-from chronolake.runtime.inputs import InputRead
+from chronolake.runtime.inputs import InputRead, combined_watermark
 from chronolake.runtime.operator import Operator, RunContext, Step, reused
 from chronolake.runtime.result import TickReport
 from chronolake.spark_session import join_local
@@ -155,7 +155,7 @@ def step_ticks(
     committed = context.history
     for tick in range(ticked.count):
         reads = ticked.reads_at(tick)
-        combined = min(read.watermark for read in reads.values())
+        combined = combined_watermark(reads.values(), with_idleness=tick == ticked.count - 1)
         output_ms = watermark_ms(context.checkpoint, combined)
         step = operator.step(context, reads, combined, output_ms)
         # Lazy: the next tick's first job materializes it and cuts the lineage there.

@@ -55,6 +55,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from chronolake.spark_session import join_local
+from chronolake.watermarks.valve import source_watermark
 from chronolake.watermarks.watermark import LONG_MAX, LONG_MIN
 
 SPLIT = "__wm_split"
@@ -138,11 +139,11 @@ class Progress:
                 if value is not None:
                     splits[split] = max(splits[split], value)
             idleness.check(known=splits)
-            source = _advance(source, splits, idleness.idle)
+            source = source_watermark(source, splits, idleness.idle)
         if now_ms is not None and idleness.timeout_ms is not None:
             idleness.clock_at(now_ms, known=splits)
             idleness.check(known=splits)
-            source = _advance(source, splits, idleness.idle)
+            source = source_watermark(source, splits, idleness.idle)
         return cls(
             ticks=tuple(starts),
             splits=splits,
@@ -205,13 +206,6 @@ class Progress:
             for tick in self.ticks
         ]
         return join_local(base, schema, rows, [TICK])
-
-
-def _advance(source: int, splits: Mapping[str, int], idle: set[str]) -> int:
-    """The source watermark after a tick: the minimum over the splits that are not idle,
-    never below what was emitted; unchanged when every split is idle."""
-    active = [watermark for split, watermark in splits.items() if split not in idle]
-    return max(source, min(active)) if active else source
 
 
 @dataclass

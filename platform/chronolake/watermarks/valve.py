@@ -8,9 +8,12 @@ the processing-time watermarks proposal's rules on top. `CombinedWatermarkStatus
 does the same for the inputs of a multi-input operator (Flink's
 `IndexedCombinedWatermarkStatus`).
 
-Both rely on `Watermark`'s order, in which every event-time watermark sorts
-below every processing-time one, so "the minimum over channels" is the
-proposal's table:
+A source's splits are combined by a third rule, Flink's for the outputs of one source
+(`org.apache.flink.api.common.eventtime.CombinedWatermarkStatus`): `source_watermark`.
+
+The valve and `CombinedWatermarkStatus` rely on `Watermark`'s order, in which every
+event-time watermark sorts below every processing-time one, so "the minimum over
+channels" is the proposal's table:
 
 | channel 1 \\ channel 2 | (t2, processing) | (t2, event)           |
 |-----------------------|------------------|-----------------------|
@@ -21,6 +24,7 @@ proposal's table:
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from chronolake.clock import Clock
@@ -292,3 +296,12 @@ def _check_no_return_to_event_time(previous: Watermark, new: Watermark, where: s
             "bounded phase"
         )
         raise RunError(msg)
+
+
+def source_watermark(current: int, splits: Mapping[str, int], idle: Collection[str]) -> int:
+    """A source's watermark (epoch ms) over its splits' (Flink's `CombinedWatermarkStatus` of
+    one source's outputs): the minimum over the splits that are not idle, never below
+    `current`; unchanged when every split is idle (no split's watermark is flushed, unlike
+    the valve's channels)."""
+    active = [watermark for split, watermark in splits.items() if split not in idle]
+    return max(current, min(active)) if active else current
