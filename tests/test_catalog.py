@@ -15,7 +15,8 @@ from chronolake import Catalog
 from chronolake.demo import build_demo_lake
 from chronolake.errors import DefinitionError, SourceError
 from chronolake.runtime.derived import DerivedTable
-from chronolake.schema import TableKind, TableSpec, ViewSpec
+from chronolake.schema import TableKind, TableSpec, ViewKind, ViewSpec
+from chronolake.sql.view_kinds import view_kind
 
 ROOT = Path(__file__).resolve().parent.parent
 PLATFORM_DDL = (ROOT / "assets" / "platform.sql").read_text()
@@ -46,6 +47,27 @@ def test_platform_ddl_registers_tables_and_views(catalog: Catalog) -> None:
     latest = catalog.spec("latest_rates")
     assert isinstance(latest, ViewSpec)
     assert latest.primary_key == ("currency",) and latest.kind is TableKind.VERSIONED
+
+
+def test_each_views_kind_is_recorded_when_it_is_registered(
+    catalog: Catalog, demo_lake: Path, spark: SparkSession
+) -> None:
+    kinds = {name: catalog.spec(name).view_kind for name in catalog.names()
+             if isinstance(catalog.spec(name), ViewSpec)}
+    assert kinds == {
+        "latest_rates": ViewKind.DEDUPLICATION, "orders_enriched": ViewKind.TEMPORAL_JOIN,
+        "orders_enriched_latest": ViewKind.TEMPORAL_JOIN,
+        "orders_per_currency": ViewKind.WINDOW_AGGREGATE,
+        "revenue_per_currency": ViewKind.WINDOW_AGGREGATE,
+    }
+    entry = demo_lake / "_chronolake" / "catalog" / "orders_enriched.json"
+    assert json.loads(entry.read_text())["view"]["view_kind"] == "temporal_join"
+    older = json.loads(entry.read_text())  # an entry written before kinds were recorded
+    del older["view"]["view_kind"]
+    copy = Catalog(demo_lake / "older", spark)
+    (copy.root / "_chronolake" / "catalog").mkdir(parents=True)
+    (copy.root / "_chronolake" / "catalog" / entry.name).write_text(json.dumps(older))
+    assert view_kind(copy.spec("orders_enriched")) is ViewKind.TEMPORAL_JOIN
 
 
 def test_changelog_table_reads_as_its_state_at_the_latest_version(catalog: Catalog) -> None:

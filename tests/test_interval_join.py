@@ -22,9 +22,10 @@ from chronolake.lake.layout import LATE_ROOT, output_path
 from chronolake.lake.stamps import latest_recorded_watermark
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.result import RunResult
+from chronolake.schema import ViewKind
 from chronolake.sql.ddl import parse_statements
 from chronolake.sql.interval import plan_interval_join
-from chronolake.sql.view_kinds import ViewKind, is_derived, view_kind
+from chronolake.sql.view_kinds import is_derived, view_kind
 from chronolake.watermarks import REASON_COLUMN
 
 T0 = datetime(2024, 1, 1)

@@ -55,8 +55,8 @@ from chronolake.runtime.derived import DerivedTable, RunPlan
 from chronolake.runtime.inputs import ChangelogRead, InputRead
 from chronolake.runtime.operator import Step
 from chronolake.runtime.result import RunResult
-from chronolake.schema import ViewSpec
-from chronolake.sql.view_kinds import ViewKind, view_kind
+from chronolake.schema import ViewKind, ViewSpec
+from chronolake.sql.view_kinds import view_kind
 
 READ_STAGE = "read_changelog"
 ASSIGN_STAGE = "assign_watermarks"

@@ -9,8 +9,8 @@ from chronolake.runtime.interval_operator import IntervalJoinOperator
 from chronolake.runtime.join_operator import TemporalJoinOperator
 from chronolake.runtime.operator import Operator
 from chronolake.runtime.window_operator import WindowAggregateOperator
-from chronolake.schema import ViewSpec
-from chronolake.sql.view_kinds import ViewKind, view_kind
+from chronolake.schema import ViewKind, ViewSpec
+from chronolake.sql.view_kinds import view_kind
 
 
 def operator_for(catalog: Catalog, view: ViewSpec) -> Operator:

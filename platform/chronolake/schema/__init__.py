@@ -14,6 +14,7 @@ from chronolake.schema.spec import (
     PhysicalColumn,
     TableKind,
     TableSpec,
+    ViewKind,
     ViewSpec,
     WatermarkSpec,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "StartupMode",
     "TableKind",
     "TableSpec",
+    "ViewKind",
     "ViewSpec",
     "WatermarkSpec",
 ]

@@ -414,6 +414,16 @@ class DeduplicationSpec(_Frozen):
     keep: KeepRow = Field(..., description="last (ORDER BY DESC) or first (ORDER BY ASC).")
 
 
+class ViewKind(StrEnum):
+    """How a view is computed: by which operator, or as a whole on read (`PLAIN`)."""
+
+    TEMPORAL_JOIN = "temporal_join"
+    WINDOW_AGGREGATE = "window_aggregate"
+    DEDUPLICATION = "deduplication"
+    INTERVAL_JOIN = "interval_join"
+    PLAIN = "plain"
+
+
 class ViewSpec(_Frozen):
     """`CREATE VIEW name AS SELECT ...`, with the key and rowtime the query implies.
 
@@ -434,6 +444,11 @@ class ViewSpec(_Frozen):
         False,
         description="Whether a derived table's changes hold -U/+U/-D rows (else insert-only); "
         "see chronolake.sql.view_kinds.",
+    )
+    view_kind: ViewKind | None = Field(
+        None,
+        description="Its kind, told from its query once, when it is registered "
+        "(`chronolake.sql.view_kinds`); None in a catalog written before it was recorded.",
     )
 
     _query = field_validator("query")(classmethod(lambda cls, v: normalize_expression(v)))

@@ -26,7 +26,6 @@ one that projects it away, naming the column.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import StrEnum
 
 from pyspark.sql.types import StructType
 from sqlglot import exp
@@ -39,6 +38,7 @@ from chronolake.schema.spec import (
     PhysicalColumn,
     TableSpec,
     ThroughView,
+    ViewKind,
     ViewSpec,
     WatermarkSpec,
 )
@@ -53,18 +53,17 @@ from chronolake.windows.tvf import WINDOW_END, WINDOW_START, WINDOW_TIME
 Catalog = Mapping[str, TableSpec | ViewSpec]
 
 
-class ViewKind(StrEnum):
-    """How a view is computed."""
-
-    TEMPORAL_JOIN = "temporal_join"
-    WINDOW_AGGREGATE = "window_aggregate"
-    DEDUPLICATION = "deduplication"
-    INTERVAL_JOIN = "interval_join"
-    PLAIN = "plain"
-
-
 def view_kind(view: ViewSpec) -> ViewKind:
-    """The view's kind, from its query."""
+    """The view's kind: as recorded when it was registered (`with_kind`)."""
+    return view.view_kind if view.view_kind is not None else _kind_of_query(view)
+
+
+def with_kind(view: ViewSpec) -> ViewSpec:
+    """`view` with its kind recorded, told from its query once."""
+    return view.model_copy(update={"view_kind": _kind_of_query(view)})
+
+
+def _kind_of_query(view: ViewSpec) -> ViewKind:
     if temporal_joins(view.query):
         return ViewKind.TEMPORAL_JOIN
     if is_window_aggregate(view.query):

@@ -21,7 +21,7 @@ from chronolake.schema.spec import DeduplicationSpec, KeepRow, TableSpec, ViewSp
 from chronolake.sql._names import lookup, relation_name
 from chronolake.sql.query import parse_query
 from chronolake.sql.resolve import resolve_view
-from chronolake.sql.view_kinds import check_current_watermark, derived_view
+from chronolake.sql.view_kinds import check_current_watermark, derived_view, with_kind
 
 Catalog = Mapping[str, TableSpec | ViewSpec]
 _MIRRORED: dict[type[exp.Expr], type[exp.Expr]] = {
@@ -51,21 +51,22 @@ def view_spec(create: exp.Create, catalog: Catalog) -> ViewSpec:
     deduplication = _deduplication(query, catalog)
     spec = ViewSpec(name=name, query=canonical_sql(query))
     if deduplication is None:
+        spec = with_kind(spec)
         check_current_watermark(spec)
         return derived_view(spec, catalog)
     dedup, origin_to_output = deduplication
-    check_current_watermark(spec.model_copy(update={"deduplication": dedup}))
+    check_current_watermark(with_kind(spec.model_copy(update={"deduplication": dedup})))
     key = tuple(origin_to_output(column) for column in dedup.key)
     if any(column is None for column in key):
-        return spec  # the key is projected away: no unique key is left
+        return with_kind(spec)  # the key is projected away: no unique key is left
     source = lookup(catalog, dedup.source, reader=f"view {name!r}")
     rowtime = None
     if _same(dedup.order_by, source.rowtime):
         rowtime = origin_to_output(dedup.order_by)
-    return spec.model_copy(update={
+    return with_kind(spec.model_copy(update={
         "primary_key": key, "rowtime": rowtime, "deduplication": dedup,
         "updating": dedup.keep is KeepRow.LAST,  # keep-first never replaces a row
-    })
+    }))
 
 
 def kept_row_selects(query: str) -> tuple[str, str]:
