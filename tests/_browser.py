@@ -80,17 +80,19 @@ def process_group_members(pgid: int) -> list[int]:
 
 @contextmanager
 def dagster_dev(
-    root: Path, *, env: dict[str, str], log_path: Path, startup_timeout_s: float = 120.0
+    root: Path, *, env: dict[str, str], log_path: Path, startup_timeout_s: float = 180.0
 ) -> Iterator[DagsterDevServer]:
-    """Run `dagster dev -w workspace.yaml` from `root` on a free port until the block ends.
+    """Run `chronolake dev` (`dagster dev -w workspace.yaml` beside a warm Spark Connect
+    server), as the README starts it, from `root` on a free port until the block ends.
 
-    The server runs in its own session, so the webserver, the daemon and the code server it
-    spawns form one process group, which is stopped by its id (SIGTERM, then SIGKILL) on exit.
-    Its output goes to `log_path`.
+    It runs in its own session, so the webserver, the daemon and the code server it spawns
+    form one process group, which is stopped by its id (SIGTERM, then SIGKILL) on exit; the
+    Connect server is stopped by `chronolake dev` once `dagster dev` ends. The output goes to
+    `log_path`.
     """
     port = free_port()
-    dagster = Path(sys.executable).with_name("dagster")  # the venv's, next to this Python
-    command = [str(dagster), "dev", "-w", "workspace.yaml", "-p", str(port), "-h", "127.0.0.1"]
+    chronolake = Path(sys.executable).with_name("chronolake")  # the venv's, next to this Python
+    command = [str(chronolake), "dev", "-p", str(port), "-h", "127.0.0.1"]
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True

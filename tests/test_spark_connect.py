@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
+import re
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dagster import AssetKey, DagsterInstance
+from _browser import dagster_dev
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus
+from dagster_graphql import DagsterGraphQLClient
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
@@ -45,8 +50,8 @@ def test_the_platform_runs_on_spark_connect_by_configuration_alone(
     connect_url: str, spark: SparkSession, tmp_path: Path
 ) -> None:
     """`CHRONOLAKE_SPARK_REMOTE` is all it takes: the run's Spark work happens in the server
-    (its session has no SparkContext, so no stage counts its jobs), and every view holds
-    the rows a local run writes from the same lake."""
+    (whose UI lists each stage's jobs by the stage's tag), and every view holds the rows a
+    local run writes from the same lake."""
     remote, local = _demo_lake(tmp_path / "remote", spark), _demo_lake(tmp_path / "local", spark)
     home = tmp_path / "dagster-home"
     home.mkdir()
@@ -67,11 +72,57 @@ def test_the_platform_runs_on_spark_connect_by_configuration_alone(
     metadata = {k: v.value for k, v in event.asset_materialization.metadata.items()}
     stages = metadata["chronolake/stages"]
     assert set(stages) >= {"read_changelog", "assign_watermarks", "temporal_join", "commit"}
-    assert all(stage["spark_jobs"] is None for stage in stages.values()), stages
-    assert "spark_jobs" not in metadata
+    assert stages["read_changelog"]["spark_jobs"] == 0, stages  # the Delta log, not Spark
+    assert stages["temporal_join"]["spark_jobs"] > 0 and stages["commit"]["spark_jobs"] > 0
+    assert metadata["spark_jobs"] == sum(stage["spark_jobs"] for stage in stages.values())
     assert metadata["rows_out"] > 0
 
     for view in VIEWS:
         materialize_view(Catalog(local, spark), view)
     for view in VIEWS:
         assert _rows(remote, view) == _rows(local, view), view
+
+
+def _finished(client: DagsterGraphQLClient, run_id: str) -> DagsterRunStatus:
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        status = client.get_run_status(run_id)
+        if status in (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE,
+                      DagsterRunStatus.CANCELED):
+            return status
+        time.sleep(0.5)
+    pytest.fail(f"run {run_id} did not finish in 600 s")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_chronolake_dev_runs_share_a_warm_connect_server_that_stops_with_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """`chronolake dev`, as the README starts the UI: the runs it launches (through the run
+    launcher, as the UI does) do their Spark work in one Connect server, which counts each
+    stage's jobs, and the server stops when `dagster dev` does."""
+    lake = _demo_lake(tmp_path / "lake", spark)
+    home = tmp_path / "dagster-home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    env = {key: value for key, value in os.environ.items() if key != "CHRONOLAKE_SPARK_REMOTE"}
+    env |= {"CHRONOLAKE_LAKE": str(lake), "DAGSTER_HOME": str(home)}
+    with dagster_dev(ROOT, env=env, log_path=tmp_path / "dev.log") as server:
+        found = re.search(r"Spark Connect server at sc://localhost:(\d+)",
+                          server.log_path.read_text())
+        assert found is not None, server.log_path.read_text()[-3000:]
+        client = DagsterGraphQLClient("127.0.0.1", port_number=int(server.url.rsplit(":", 1)[1]))
+        for view in VIEWS:  # two runs on the same warm server
+            run_id = client.submit_job_execution("__ASSET_JOB", asset_selection=[[view]])
+            assert _finished(client, run_id) is DagsterRunStatus.SUCCESS, (
+                server.log_path.read_text()[-5000:]
+            )
+    with pytest.raises(OSError):  # the server went with it
+        socket.create_connection(("localhost", int(found.group(1))), timeout=2).close()
+    event = DagsterInstance.from_config(str(home)).get_latest_materialization_event(
+        AssetKey("orders_enriched")
+    )
+    assert event is not None and event.asset_materialization is not None
+    stages = event.asset_materialization.metadata["chronolake/stages"].value
+    assert stages["temporal_join"]["spark_jobs"] > 0, stages

@@ -69,7 +69,7 @@ def test_the_readme_tour_runs_in_order_and_prints_what_it_shows(tmp_path: Path) 
                    env=environment, check=True, capture_output=True, timeout=600)
     # the UI (step 5) is the browser test's: it runs until stopped
     status, unmatched, corrected, fed, typo, own = [
-        s for s in steps if "dagster dev" not in s.commands
+        s for s in steps if "chronolake dev" not in s.commands
     ]
 
     def run(step: Step) -> Done:

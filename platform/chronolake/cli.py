@@ -224,6 +224,26 @@ def demo(project: Path, lake: Path | None) -> None:
     run_demo(project.resolve(), lake)
 
 
+@main.command(context_settings={"ignore_unknown_options": True, "help_option_names": ["--help"]})
+@click.argument("dagster_options", nargs=-1, type=click.UNPROCESSED)
+def dev(dagster_options: tuple[str, ...]) -> None:
+    """Start Dagster's UI (`dagster dev -w workspace.yaml`, with DAGSTER_OPTIONS passed on)
+    and a warm Spark engine its runs share: a local Spark Connect server, started first and
+    stopped with it, so that a run starts no JVM of its own.
+
+    With CHRONOLAKE_SPARK_REMOTE or CHRONOLAKE_SPARK_MASTER set, the runs use that Spark and
+    no server is started.
+    """
+    from chronolake.connect_server import REMOTE_ENV, run_beside_a_server
+
+    dagster = Path(sys.executable).with_name("dagster")
+    command = [str(dagster), "dev", "-w", "workspace.yaml", *dagster_options]
+    if os.environ.get(REMOTE_ENV) or os.environ.get("CHRONOLAKE_SPARK_MASTER"):
+        os.execv(command[0], command)
+    home = Path(os.environ.get("DAGSTER_HOME") or tempfile.gettempdir())
+    sys.exit(run_beside_a_server(command, home / "spark-connect-server.log"))
+
+
 @main.command()
 @LAKE_OPTION
 @click.option(

@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -29,9 +29,13 @@ SPARK_HOME = Path(pyspark.__file__).parent
 """The Spark distribution inside the pyspark package (its jars include Spark Connect's)."""
 
 
-def server_command(port: int) -> list[str]:
-    """`spark-submit` for a Connect server on `port`, with the local session's settings."""
+def server_command(port: int, ui_port: int | None = None) -> list[str]:
+    """`spark-submit` for a Connect server on `port`, with the local session's settings; with
+    `ui_port`, its Spark UI is on there, where a run counts each stage's Spark jobs
+    (`chronolake.dagster.spark_jobs`)."""
     conf = {**local_spark_conf(), "spark.connect.grpc.binding.port": str(port)}
+    if ui_port is not None:
+        conf |= {"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)}
     command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", "local[*]"]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
@@ -58,7 +62,7 @@ def running_connect_server(log: Path) -> Iterator[str]:
     port = free_port()
     with log.open("wb") as out:
         server = subprocess.Popen(
-            server_command(port), stdout=out, stderr=subprocess.STDOUT,
+            server_command(port, ui_port=free_port()), stdout=out, stderr=subprocess.STDOUT,
             env=server_environment(), start_new_session=True,
         )
     try:
@@ -96,12 +100,31 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
         server.wait()
 
 
+REMOTE_ENV = "CHRONOLAKE_SPARK_REMOTE"
+"""The Spark Connect address a run's Spark session connects to (`resources/`)."""
+
+
+def run_beside_a_server(command: Sequence[str], log: Path) -> int:
+    """Run `command` (`dagster dev`) with a warm engine: a local Connect server started first,
+    its address in `CHRONOLAKE_SPARK_REMOTE` for every run the command starts, and stopped
+    once the command ends. Ctrl-C reaches the command, which stops; then the server goes.
+    Returns the command's exit code."""
+    with running_connect_server(log) as url:
+        print(f"chronolake: Spark Connect server at {url}, shared by the runs (log: {log})",
+              file=sys.stderr, flush=True)
+        process = subprocess.Popen(list(command), env={**os.environ, REMOTE_ENV: url})
+        signal.signal(signal.SIGINT, lambda *_: None)  # the terminal sends it to the command
+        signal.signal(signal.SIGTERM, lambda *_: process.terminate())
+        return process.wait()
+
+
 def main() -> None:
     """Run a server in the foreground on the port given (else `DEFAULT_PORT`), its stderr
     passed on without the JVM's notices (`chronolake.spark_session.JVM_NOTICES`)."""
     port = int(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_PORT
     server = subprocess.Popen(
-        server_command(port), stderr=subprocess.PIPE, env=server_environment()
+        server_command(port, ui_port=free_port()), stderr=subprocess.PIPE,
+        env=server_environment(),
     )
     # Ctrl-C reaches the server from the terminal; a TERM sent to this process is passed on.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -1,16 +1,20 @@
 """Where a run's time goes: Spark jobs and seconds per stage, without a SparkListener.
 
-Each stage runs under its own Spark job group; afterwards the status tracker
-says how many jobs the group started. A run's fixed cost is mostly the number
-of small Spark jobs (each ~0.2-1 s locally), so that is what a stage reports.
-Spark Connect sessions have no status tracker: their stages report seconds only.
+A run's fixed cost is mostly the number of small Spark jobs (each ~0.2-1 s locally), so that
+is what a stage reports. In a classic session each stage runs under its own Spark job group,
+and afterwards the status tracker says how many jobs the group started. A Spark Connect
+session has no status tracker: there each stage tags its operations (`addTag`), and the
+server's Spark UI (its REST API, on the Connect server's host) lists the jobs with that tag.
+A server whose UI is off, or out of reach, leaves the stages with seconds only.
 """
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -19,11 +23,14 @@ from pyspark.sql import SparkSession
 
 _JOB_GROUP = "spark.jobGroup.id"
 _JOB_DESCRIPTION = "spark.job.description"
+_UI_TIMEOUT_S = 2.0
+_SETTLE_S = 0.05
+"""Between two reads of the UI's job list: a job the stage started is listed within it."""
 
 
 @dataclass
 class StageCost:
-    """One stage of a run: its Spark jobs (None: not countable, Spark Connect) and seconds."""
+    """One stage of a run: its Spark jobs (None: not countable) and seconds."""
 
     name: str
     spark_jobs: int | None = None
@@ -33,33 +40,90 @@ class StageCost:
 @contextmanager
 def counted_stage(spark: SparkSession, name: str, *, label: str) -> Iterator[StageCost]:
     """Run the body as stage `name`: its Spark jobs carry the job group `label/name/<id>`
-    (visible in Spark's UI) and are counted when it ends; the previous group is restored."""
-    cost = StageCost(name)
+    (visible in Spark's UI) and are counted when it ends; the previous group is restored.
+    On Spark Connect they carry the tag `chronolake-<name>-<id>` instead."""
+    cost, started, unique = StageCost(name), time.monotonic(), uuid.uuid4().hex[:8]
     context = _spark_context(spark)
-    started = time.monotonic()
-    if context is None:
-        try:
-            yield cost
-        finally:
-            cost.seconds = time.monotonic() - started
-        return
-    group = f"{label}/{name}/{uuid.uuid4().hex[:8]}"
-    previous = (context.getLocalProperty(_JOB_GROUP), context.getLocalProperty(_JOB_DESCRIPTION))
-    context.setJobGroup(group, f"chronolake {label}: {name}")
-    failed = True
+    if context is not None:
+        counting = _in_job_group(context, f"{label}/{name}/{unique}", f"chronolake {label}: {name}")
+    else:
+        counting = _tagged(spark, f"chronolake-{name}-{unique}")  # a tag holds no ","
     try:
-        yield cost
-        failed = False
+        with counting as count:
+            yield cost
     finally:
         cost.seconds = time.monotonic() - started
+    cost.spark_jobs = count()
+
+
+@contextmanager
+def _in_job_group(context: SparkContext, group: str, description: str
+                  ) -> Iterator[Callable[[], int | None]]:
+    """The body's jobs in job group `group`; yields how to count them afterwards."""
+    previous = (context.getLocalProperty(_JOB_GROUP), context.getLocalProperty(_JOB_DESCRIPTION))
+    context.setJobGroup(group, description)
+    jobs: list[int] = []
+    failed = True
+    try:
+        yield lambda: jobs[0] if jobs else None
+        failed = False
+    finally:
         try:
-            cost.spark_jobs = len(context.statusTracker().getJobIdsForGroup(group))
+            jobs.append(len(context.statusTracker().getJobIdsForGroup(group)))
             context.setLocalProperty(_JOB_GROUP, previous[0])  # type: ignore[arg-type]
             context.setLocalProperty(_JOB_DESCRIPTION, previous[1])  # type: ignore[arg-type]
         except Exception:
             if not failed:
                 raise
             # the stage's own error (Ctrl-C, a JVM gone) is the one to report, not this
+
+
+@contextmanager
+def _tagged(spark: SparkSession, tag: str) -> Iterator[Callable[[], int | None]]:
+    """The body's operations tagged `tag`; yields how to count their jobs afterwards."""
+    ui = _connect_ui(spark)
+    spark.addTag(tag)
+    try:
+        yield lambda: None if ui is None else _tagged_jobs(ui, tag)
+    finally:
+        spark.removeTag(tag)
+
+
+def _connect_ui(spark: SparkSession) -> str | None:
+    """The REST API of the Connect server's application; None when its UI is off or out of
+    reach."""
+    try:
+        if spark.conf.get("spark.ui.enabled", "true") != "true":
+            return None
+        port = spark.conf.get("spark.ui.port", "4040")
+        host = spark.client.host  # type: ignore[attr-defined]  # the server's, from sc://
+    except Exception:
+        return None
+    base = f"http://{host}:{port}/api/v1/applications"
+    try:
+        with urllib.request.urlopen(base, timeout=_UI_TIMEOUT_S) as response:
+            [application, *_] = json.load(response)
+    except (OSError, ValueError):
+        return None
+    return f"{base}/{application['id']}"
+
+
+def _tagged_jobs(ui: str, tag: str) -> int | None:
+    """How many jobs the server's UI lists with session tag `tag` (read until two reads
+    agree, since the UI learns of a job a moment after it starts)."""
+    counts: list[int] = []
+    suffix = f"_Tag_{tag}"
+    for _ in range(3):
+        try:
+            with urllib.request.urlopen(f"{ui}/jobs", timeout=_UI_TIMEOUT_S) as response:
+                jobs = json.load(response)
+        except (OSError, ValueError):
+            return None
+        counts.append(sum(any(t.endswith(suffix) for t in job.get("jobTags", ())) for job in jobs))
+        if len(counts) > 1 and counts[-1] == counts[-2]:
+            break
+        time.sleep(_SETTLE_S)
+    return counts[-1]
 
 
 def _spark_context(spark: SparkSession) -> SparkContext | None:

@@ -1,0 +1,164 @@
+"""Runs launched from Dagster's UI: today's `dagster dev` against `chronolake dev`'s warm engine.
+
+Each variant starts its UI server on a copy of the demo lake, whose derived tables are up to
+date, and launches `orders_enriched` through the server's GraphQL API, as the UI's
+Materialize button does: through the run launcher, each run in a process of its own. Times
+are from the launch to the run's success:
+
+- no new data: nothing moved since the last run;
+- small change: after one `demo_feed` (100 orders, a correction, a cancellation, a rate
+  change);
+
+one warm-up run first (the first run on a fresh server meets its cold JVM), then `--repeat`
+of each, medians reported. Variants: `dagster dev` (each run starts its own Spark driver)
+and `chronolake dev` (a local Spark Connect server the runs share). Every run's output must
+equal the other variant's at the same step (rows, order ids and amounts), else exit 1.
+Usage: `.venv/bin/python benchmarks/ui_runs.py --repeat 3`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+
+from dagster import DagsterRunStatus
+from dagster_graphql import DagsterGraphQLClient
+from deltalake import DeltaTable
+
+from chronolake.catalog import Catalog
+from chronolake.connect_server import free_port
+from chronolake.demo import build_demo_lake, feed_demo_lake
+from chronolake.lake.layout import output_path
+
+ROOT = Path(__file__).resolve().parent.parent
+VIEW = "orders_enriched"
+INSTANCE_YAML = "telemetry:\n  enabled: false\n"
+VARIANTS = {"dagster dev": ["dagster", "dev", "-w", "workspace.yaml"],
+            "chronolake dev": ["chronolake", "dev"]}
+
+
+def _prepared_lake(root: Path) -> Path:
+    """The demo lake with the reference platform registered."""
+    build_demo_lake(root)
+    Catalog(root).declare((ROOT / "assets" / "platform.sql").read_text())
+    return root
+
+
+def _checksum(lake: Path) -> tuple[int, int, str]:
+    """Rows of the output, the sum of their order ids and of their amounts: what must not
+    depend on the variant (a feed's order times follow the wall clock, so they differ)."""
+    table = DeltaTable(str(output_path(lake, VIEW))).to_pyarrow_table()
+    ids, amounts = table["order_id"].to_pylist(), table["amount"].to_pylist()
+    return len(ids), sum(ids), str(sum(amounts))
+
+
+def _serve(command: list[str], env: dict[str, str], log: Path) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    binary = str(Path(sys.executable).with_name(command[0]))
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [binary, *command[1:], "-p", str(port), "-h", "127.0.0.1"], cwd=ROOT, env=env,
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
+            return process, port
+        except OSError:
+            time.sleep(0.5)
+    raise RuntimeError(f"{command} did not serve within 300 s; see {log}")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def _launched_run(client: DagsterGraphQLClient) -> float:
+    """Seconds from launching `VIEW`'s materialization to the run's success."""
+    started = time.monotonic()
+    run_id = client.submit_job_execution("__ASSET_JOB", asset_selection=[[VIEW]])
+    while (status := client.get_run_status(run_id)) not in (
+        DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED
+    ):
+        time.sleep(0.1)
+    if status is not DagsterRunStatus.SUCCESS:
+        raise RuntimeError(f"run {run_id} ended {status.value}")
+    return time.monotonic() - started
+
+
+def _variant(name: str, template: Path, folder: Path, repeat: int) -> dict[str, object]:
+    lake, home = folder / "lake", folder / "dagster-home"
+    shutil.copytree(template, lake)
+    home.mkdir()
+    (home / "dagster.yaml").write_text(INSTANCE_YAML)
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("CHRONOLAKE_SPARK_REMOTE", "CHRONOLAKE_SPARK_MASTER")}
+    env |= {"CHRONOLAKE_LAKE": str(lake), "DAGSTER_HOME": str(home)}
+    process, port = _serve(VARIANTS[name], env, folder / "server.log")
+    client = DagsterGraphQLClient("127.0.0.1", port_number=port)
+    try:
+        first = _launched_run(client)
+        quiet, changed, sums = [], [], []
+        for step in range(repeat):
+            quiet.append(_launched_run(client))
+            feed_demo_lake(lake, seed=step)
+            changed.append(_launched_run(client))
+            sums.append(_checksum(lake))
+    finally:
+        _stop(process)
+    return {"first_run_s": round(first, 2), "no_new_data_s": [round(s, 2) for s in quiet],
+            "small_change_s": [round(s, 2) for s in changed], "checksums": sums}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="Runs of each kind (median).")
+    args = parser.parse_args()
+    results: dict[str, dict[str, object]] = {}
+    with tempfile.TemporaryDirectory(prefix="chronolake-ui-runs-") as scratch:
+        template = _prepared_lake(Path(scratch) / "template")
+        first = subprocess.run(  # bring the derived tables up to date, as after `./dev demo`
+            [str(Path(sys.executable).with_name("chronolake")), "run", VIEW, "--lake",
+             str(template)], cwd=ROOT, capture_output=True, text=True,
+        )
+        if first.returncode != 0:
+            sys.exit(first.stderr)
+        for name in VARIANTS:
+            results[name] = _variant(name, template, Path(scratch) / name.replace(" ", "-"),
+                                     args.repeat)
+    load = os.getloadavg()
+    print(f"{datetime.now():%Y-%m-%d %H:%M}, load {load[0]:.1f}/{load[1]:.1f}, "
+          f"--repeat {args.repeat}: median seconds from launch to success")
+    print("| variant | first run | no new data | small change |")
+    print("|---|---:|---:|---:|")
+    for name, result in results.items():
+        print(f"| {name} | {result['first_run_s']} | "
+              f"{statistics.median(result['no_new_data_s']):.2f} | "  # type: ignore[arg-type]
+              f"{statistics.median(result['small_change_s']):.2f} |")  # type: ignore[arg-type]
+    out = ROOT / "benchmarks" / "results" / f"ui_runs-{datetime.now():%Y%m%d-%H%M}.json"
+    out.write_text(json.dumps({"load": load, "repeat": args.repeat, **results}, indent=2))
+    print(f"(all runs: {out.relative_to(ROOT)})")
+    dagster_sums, warm_sums = (results[name]["checksums"] for name in VARIANTS)
+    if dagster_sums != warm_sums:
+        sys.exit(f"outputs differ between the variants: {dagster_sums} != {warm_sums}")
+
+
+if __name__ == "__main__":
+    main()
