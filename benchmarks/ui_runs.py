@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from dagster import DagsterRunStatus
@@ -38,12 +38,12 @@ from deltalake import DeltaTable
 
 from chronolake.catalog import Catalog
 from chronolake.connect_server import free_port
+from chronolake.dagster_home import write_instance_settings
 from chronolake.demo import build_demo_lake, feed_demo_lake
 from chronolake.lake.layout import output_path
 
 ROOT = Path(__file__).resolve().parent.parent
 VIEW = "orders_enriched"
-INSTANCE_YAML = "telemetry:\n  enabled: false\n"
 VARIANTS = {"dagster dev": ["dagster", "dev", "-w", "workspace.yaml"],
             "chronolake dev": ["chronolake", "dev"]}
 
@@ -103,11 +103,13 @@ def _launched_run(client: DagsterGraphQLClient) -> float:
     return time.monotonic() - started
 
 
-def _variant(name: str, template: Path, folder: Path, repeat: int) -> dict[str, object]:
+def _variant(name: str, template: Path, folder: Path, repeat: int, feeds_from: datetime
+             ) -> dict[str, object]:
+    """Launch the runs on a copy of `template`; the feeds happen at `feeds_from` + 1 min per
+    step, the same in every variant (by the wall clock they would differ)."""
     lake, home = folder / "lake", folder / "dagster-home"
     shutil.copytree(template, lake)
-    home.mkdir()
-    (home / "dagster.yaml").write_text(INSTANCE_YAML)
+    write_instance_settings(home)  # as `./dev` writes .dagster-home's
     env = {key: value for key, value in os.environ.items()
            if key not in ("CHRONOLAKE_SPARK_REMOTE", "CHRONOLAKE_SPARK_MASTER")}
     env |= {"CHRONOLAKE_LAKE": str(lake), "DAGSTER_HOME": str(home)}
@@ -118,7 +120,7 @@ def _variant(name: str, template: Path, folder: Path, repeat: int) -> dict[str, 
         quiet, changed, sums = [], [], []
         for step in range(repeat):
             quiet.append(_launched_run(client))
-            feed_demo_lake(lake, seed=step)
+            feed_demo_lake(lake, seed=step, now=feeds_from + timedelta(minutes=step + 1))
             changed.append(_launched_run(client))
             sums.append(_checksum(lake))
     finally:
@@ -140,9 +142,10 @@ def main() -> None:
         )
         if first.returncode != 0:
             sys.exit(first.stderr)
+        feeds_from = datetime.now(tz=UTC).replace(tzinfo=None, microsecond=0)
         for name in VARIANTS:
             results[name] = _variant(name, template, Path(scratch) / name.replace(" ", "-"),
-                                     args.repeat)
+                                     args.repeat, feeds_from)
     load = os.getloadavg()
     print(f"{datetime.now():%Y-%m-%d %H:%M}, load {load[0]:.1f}/{load[1]:.1f}, "
           f"--repeat {args.repeat}: median seconds from launch to success")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 import yaml
-from dagster import DagsterInstance
+from dagster import DagsterInstance, QueuedRunCoordinator
 from deltalake import DeltaTable
 
 from chronolake.dagster_home import write_instance_settings
@@ -133,7 +133,9 @@ def test_the_reference_platform_loads_without_beta_warnings(lake: Path) -> None:
     assert result.stderr.strip() == "", result.stderr
 
 
-def test_the_dev_instance_settings_turn_telemetry_and_the_pop_up_off(tmp_path: Path) -> None:
+def test_the_dev_instance_settings_turn_telemetry_and_the_pop_up_off_and_dequeue_each_second(
+    tmp_path: Path,
+) -> None:
     home = tmp_path / "dagster-home"
     written = subprocess.run(  # as ./dev writes them
         [sys.executable, "-m", "chronolake.dagster_home", str(home)],
@@ -144,6 +146,8 @@ def test_the_dev_instance_settings_turn_telemetry_and_the_pop_up_off(tmp_path: P
     try:
         assert instance.telemetry_enabled is False
         assert instance.nux_enabled is False
+        queue = instance.run_coordinator
+        assert isinstance(queue, QueuedRunCoordinator) and queue.dequeue_interval_seconds == 1
     finally:
         instance.dispose()
 

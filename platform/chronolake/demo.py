@@ -138,16 +138,17 @@ def change_rate(table: DeltaTable, currency: str, rate: str, at: datetime) -> No
     )
 
 
-def feed_demo_lake(root: Path, *, seed: int) -> dict[str, int]:
+def feed_demo_lake(root: Path, *, seed: int, now: datetime | None = None) -> dict[str, int]:
     """Append a commit of new orders, correct one of them, cancel another and change one
     rate: something new for the runs to see, updates and deletes included.
 
     As a live system would: the new orders happened since the latest order (at most the last
-    15 minutes), so the watermark moves on and only a few stragglers arrive behind it.
+    15 minutes before `now`, the wall clock unless given), so the watermark moves on and only
+    a few stragglers arrive behind it.
     """
     rng = random.Random(seed)
     next_id = _next_order_id(root / "orders")
-    now = datetime.now(tz=UTC).replace(tzinfo=None, microsecond=0)
+    now = now or datetime.now(tz=UTC).replace(tzinfo=None, microsecond=0)
     start = max(_latest_order_time(root / "orders"), now - timedelta(minutes=15))
     append_orders(root / "orders", rng=rng, first_id=next_id, count=100,
                   start=start, span=now - start)
