@@ -67,7 +67,7 @@ def _tiny_lake(root: Path) -> None:
         {"order_id": [1], "currency": ["EUR"], "amount": pa.array([Decimal("9.99")],
          pa.decimal128(10, 2)), "order_time": pa.array([at], pa.timestamp("us"))},
         schema=ORDERS_SCHEMA,
-    ))
+    ), configuration=CDF_ON)  # the platform reads orders' change data feed
     Catalog(root).declare((ROOT / "assets" / "platform.sql").read_text())
 
 

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -37,7 +36,7 @@ from dagster_graphql import DagsterGraphQLClient
 from deltalake import DeltaTable
 
 from chronolake.catalog import Catalog
-from chronolake.connect_server import free_port
+from chronolake.connect_server import free_port, stop_process_group
 from chronolake.dagster_home import write_instance_settings
 from chronolake.demo import build_demo_lake, feed_demo_lake
 from chronolake.lake.layout import output_path
@@ -81,15 +80,6 @@ def _serve(command: list[str], env: dict[str, str], log: Path) -> tuple[subproce
     raise RuntimeError(f"{command} did not serve within 300 s; see {log}")
 
 
-def _stop(process: subprocess.Popen) -> None:
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-
-
 def _launched_run(client: DagsterGraphQLClient) -> float:
     """Seconds from launching `VIEW`'s materialization to the run's success."""
     started = time.monotonic()
@@ -124,7 +114,7 @@ def _variant(name: str, template: Path, folder: Path, repeat: int, feeds_from: d
             changed.append(_launched_run(client))
             sums.append(_checksum(lake))
     finally:
-        _stop(process)
+        stop_process_group(process)
     return {"first_run_s": round(first, 2), "no_new_data_s": [round(s, 2) for s in quiet],
             "small_change_s": [round(s, 2) for s in changed], "checksums": sums}
 

@@ -69,7 +69,7 @@ def running_connect_server(log: Path) -> Iterator[str]:
         _wait_for(server, port, log)
         yield f"sc://localhost:{port}"
     finally:
-        _stop(server)
+        stop_process_group(server)
 
 
 def _wait_for(server: subprocess.Popen[bytes], port: int, log: Path) -> None:
@@ -89,7 +89,9 @@ def _wait_for(server: subprocess.Popen[bytes], port: int, log: Path) -> None:
     )
 
 
-def _stop(server: subprocess.Popen[bytes]) -> None:
+def stop_process_group(server: subprocess.Popen[bytes]) -> None:
+    """Stop the process group `server` leads (it was started in a session of its own):
+    SIGTERM, then SIGKILL after 30 s."""
     if server.poll() is not None:
         return
     os.killpg(server.pid, signal.SIGTERM)
