@@ -395,7 +395,8 @@ class DerivedTable:
         if latest != plan.committed.run:
             raise RunError(
                 f"{self.name!r}: run {latest} was committed by another run while this one "
-                f"(run {plan.number}) was computing; this one committed nothing: run it again"
+                f"(run {plan.number}) was computing; this one stopped before its commit point "
+                "and nothing is doubled: run it again"
             )
 
     def _write(self, plan: RunPlan, step: Step, watermark_ms: int | None, *, replace: bool
