@@ -63,7 +63,7 @@ def run_demo(project: Path, lake: Path) -> None:
     console.print(f"demo lake at [bold]{lake}[/] (Delta versions: {versions})")
     console.print(
         f"materialized {materialized} assets; "
-        f"see them with: DAGSTER_HOME={home} .venv/bin/dagster dev -w workspace.yaml",
+        f"see them with: DAGSTER_HOME={home} .venv/bin/chronolake dev",
         soft_wrap=True,  # a command to copy: one line whatever the terminal's width
     )
 
