@@ -42,7 +42,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 from _crash import (
@@ -282,13 +282,14 @@ def _scratch(root: Path) -> list[str]:
 def _stale_state(root: Path, view: str) -> list[str]:
     """State nothing reads: folders of runs before the previous committed one, and of the
     last run's attempts other than the one its checkpoint names (killed ones)."""
-    store = CheckpointStore(state_path(root, view))
+    store = CheckpointStore.of(root, view)
     checkpoint = store.latest()
     runs = {store.run_dir(run) for run in (checkpoint.run - 1, checkpoint.run)}
-    attempts = {(store.directory / name).parent for name in checkpoint.state.values()}
-    stale = [path for path in store.directory.glob("run-*") if path not in runs]
-    stale += [path for path in store.run_dir(checkpoint.run).glob("*") if path not in attempts]
-    return sorted(str(path.relative_to(store.directory)) for path in stale)
+    attempts = {PurePosixPath(name).parent.name for name in checkpoint.state.values()}
+    last = store.run_dir(checkpoint.run)
+    stale = [folder for folder in store.storage.folders() if folder not in runs]
+    stale += [f"{last}/{a}" for a in store.storage.folders(last) if a not in attempts]
+    return sorted(stale)
 
 
 def _position(spark: SparkSession, lake: Path, view: str, *, event_time: bool
@@ -298,7 +299,7 @@ def _position(spark: SparkSession, lake: Path, view: str, *, event_time: bool
     input's versions do depend on it), pending rows, and the watermark (a processing-time
     table's is the clock's)."""
     catalog = Catalog(lake, spark)
-    checkpoint = CheckpointStore(state_path(lake, view)).latest()
+    checkpoint = CheckpointStore.of(lake, view).latest()
     inputs = DerivedTable(catalog, view).inputs
     ends = {
         name: catalog.backend.latest_version(catalog.table_path(spec.changelog_table))

@@ -30,11 +30,11 @@ from chronolake.lake.layout import (
     lock_dir,
     output_path,
     state_path,
-    view_data_paths,
+    view_data_keys,
 )
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.faults import FAULT_ENV, FaultPoint
-from chronolake.runtime.lock import lock_path, run_lock
+from chronolake.runtime.lock import lease_name, run_lock
 from chronolake.runtime.result import RunStatus
 from chronolake.runtime.views import materialize_view
 from chronolake.schema import ViewSpec
@@ -94,7 +94,7 @@ def test_dropping_a_view_removes_its_registration_output_late_rows_and_state(
 ) -> None:
     root = lake.root
     rows = DeltaTable(str(output_path(root, "enriched"))).to_pyarrow_table().num_rows
-    assert all(path.exists() for path in view_data_paths(root, "enriched"))
+    assert all((root / key).exists() for key in view_data_keys("enriched"))
     sources = _versions(root)
 
     [(name, dropped)] = list(lake.run_script("DROP VIEW enriched"))
@@ -105,8 +105,8 @@ def test_dropping_a_view_removes_its_registration_output_late_rows_and_state(
         "checkpoints removed"
     )
     assert lake.names() == ["orders", "rates"]
-    assert not any(path.exists() for path in view_data_paths(root, "enriched"))
-    assert not lock_path(lock_dir(root), "enriched").exists()
+    assert not any((root / key).exists() for key in view_data_keys("enriched"))
+    assert not (lock_dir(root) / lease_name("enriched")).exists()
     assert sorted(p.name for p in (root / CATALOG_ROOT).iterdir()) == ["orders.json", "rates.json"]
     assert _versions(root) == sources  # the sources are untouched
     # The name is free: declared again, the view starts from scratch.
@@ -198,7 +198,7 @@ def test_a_view_is_not_dropped_while_it_runs(lake: Catalog) -> None:
     with run_lock(lock_dir(lake.root), "enriched"), refused:  # the lock is what a run holds
         lake.drop("enriched")
     assert "enriched" in lake.names()
-    assert all(path.exists() for path in view_data_paths(lake.root, "enriched"))
+    assert all((lake.root / key).exists() for key in view_data_keys("enriched"))
 
 
 @pytest.mark.slow
@@ -289,7 +289,7 @@ def test_create_or_replace_view_resets_its_output_and_state(lake: Catalog) -> No
         f"replaced view enriched: its output table ({rows} rows), late rows, state and "
         "checkpoints removed; its next run starts from scratch"
     )
-    assert not any(path.exists() for path in view_data_paths(lake.root, "enriched"))
+    assert not any((lake.root / key).exists() for key in view_data_keys("enriched"))
     result = materialize_view(lake, "enriched")
     assert result.run == 1 and result.status is RunStatus.COMMITTED
     assert "usd" not in lake.table("enriched").columns
@@ -307,7 +307,7 @@ def test_a_view_other_views_read_is_not_replaced_by_another_definition(lake: Cat
     )
     with pytest.raises(DefinitionError, match=r"cannot drop view enriched: view big reads it"):
         lake.execute("DROP VIEW enriched")
-    assert all(path.exists() for path in view_data_paths(lake.root, "enriched"))
+    assert all((lake.root / key).exists() for key in view_data_keys("enriched"))
 
 
 def test_python_register_follows_the_same_rules(tmp_path: Path) -> None:
@@ -362,7 +362,7 @@ def test_a_registration_that_no_longer_loads_can_always_be_dropped(lake: Catalog
     assert isinstance(dropped, Dropped) and dropped.describe().startswith(
         "dropped view enriched: its output table (")
     assert lake.names() == ["orders", "rates"]
-    assert not any(path.exists() for path in view_data_paths(lake.root, "enriched"))
+    assert not any((lake.root / key).exists() for key in view_data_keys("enriched"))
 
 
 def test_an_entry_that_is_not_even_json_can_be_dropped(tmp_path: Path) -> None:
@@ -400,14 +400,14 @@ def test_a_drop_killed_halfway_is_finished_by_dropping_or_declaring_again(lake: 
     [(_, dropped)] = list(lake.run_script("DROP VIEW enriched"))  # finishes the drop
     assert isinstance(dropped, Dropped) and dropped.describe() == (
         "dropped view enriched: late rows, state and checkpoints removed")
-    assert not any(path.exists() for path in view_data_paths(root, "enriched"))
+    assert not any((root / key).exists() for key in view_data_keys("enriched"))
     assert sorted(p.name for p in (root / CATALOG_ROOT).iterdir()) == ["orders.json", "rates.json"]
 
     lake.execute(ENRICHED)
     materialize_view(lake, "enriched")
     killed_drop()
     lake.execute(ENRICHED)  # declared anew: it inherits nothing of the half-dropped one
-    assert not any(path.exists() for path in view_data_paths(root, "enriched"))
+    assert not any((root / key).exists() for key in view_data_keys("enriched"))
     assert materialize_view(lake, "enriched").run == 1
 
 

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 from _crash import (
@@ -45,7 +45,7 @@ from chronolake.lake.scratch import Writer
 from chronolake.runtime.checkpoint import Checkpoint
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.faults import RUN_FAULT_POINTS, FaultPoint
-from chronolake.runtime.lock import LEASE_TTL_S, RENEW_EVERY_S, Lease, lock_path, run_lock
+from chronolake.runtime.lock import LEASE_TTL_S, RENEW_EVERY_S, Lease, lease_name, run_lock
 from chronolake.runtime.result import RunResult, RunStatus
 
 VIEW = "orders_enriched"
@@ -209,7 +209,7 @@ def test_two_runs_started_together_one_commits_the_other_fails_and_changes_nothi
         text=True,
     )
     try:
-        _wait_for_holder(lock_path(lake / "_chronolake" / "locks", VIEW), first.pid, first)
+        _wait_for_holder(lock_dir(lake) / lease_name(VIEW), first.pid, first)
         with pytest.raises(
             RunError, match=rf"another run of 'orders_enriched' is in progress \(pid "
             rf"{first.pid} on .*\); .*this run read and changed nothing"
@@ -296,7 +296,7 @@ def test_a_stalled_run_whose_lease_was_taken_over_is_refused_at_the_commit_point
     stalled = start_run(lake, VIEW, fault=f"{stop.value}:stop")
     try:
         _wait_until_stopped(stalled)
-        _expire(lock_path(lock_dir(lake), VIEW))
+        _expire(lock_dir(lake) / lease_name(VIEW))
         assert _run(spark, lake).status is RunStatus.COMMITTED  # took the stale lease over
         os.kill(stalled.pid, signal.SIGCONT)
         woke = finish(stalled)
@@ -312,9 +312,9 @@ def test_a_stalled_run_whose_lease_was_taken_over_is_refused_at_the_commit_point
     _assert_same_position(checkpoint, reference.checkpoints[2])
     assert checkpoint.counters["rows_out"] == reference.checkpoints[2].counters["rows_out"]
     store = DerivedTable(Catalog(lake), VIEW).store
-    attempts = {(store.directory / name).parent for name in checkpoint.state.values()}
-    assert set(store.run_dir(2).iterdir()) == attempts  # the stalled run's state is gone
-    assert not lock_path(lock_dir(lake), VIEW).exists()
+    attempts = {PurePosixPath(name).parent.name for name in checkpoint.state.values()}
+    assert set(store.storage.folders(store.run_dir(2))) == attempts  # the stalled run's is gone
+    assert not (lock_dir(lake) / lease_name(VIEW)).exists()
     later = add_batch(lake, 2) or _run(spark, lake)  # and the table goes on as usual
     assert later.run == 3
     assert same_rows(delta_rows(spark, output_path(lake, VIEW)), reference.output(spark, 3))
@@ -325,17 +325,17 @@ def test_a_lease_is_renewed_while_held_and_another_hosts_is_taken_over_only_once
     tmp_path: Path,
 ) -> None:
     with run_lock(tmp_path, "t"):
-        first = json.loads(lock_path(tmp_path, "t").read_text())["renewed_ms"]
+        first = json.loads((tmp_path / lease_name("t")).read_text())["renewed_ms"]
         time.sleep(RENEW_EVERY_S + 2)
-        assert json.loads(lock_path(tmp_path, "t").read_text())["renewed_ms"] > first
-    assert not lock_path(tmp_path, "t").exists()  # released: removed
+        assert json.loads((tmp_path / lease_name("t")).read_text())["renewed_ms"] > first
+    assert not (tmp_path / lease_name("t")).exists()  # released: removed
 
     now_ms = int(time.time() * 1000)
     elsewhere = Lease(Writer("another-host", 4242, "17", now_ms), "theirs", now_ms)
-    lock_path(tmp_path, "t").write_text(elsewhere.to_json())
+    (tmp_path / lease_name("t")).write_text(elsewhere.to_json())
     with pytest.raises(RunError, match=r"\(pid 4242 on another-host, "), run_lock(tmp_path, "t"):
         pass
-    _expire(lock_path(tmp_path, "t"))
+    _expire(tmp_path / lease_name("t"))
     with run_lock(tmp_path, "t"):  # its holder stopped renewing it: taken over
-        assert json.loads(lock_path(tmp_path, "t").read_text())["pid"] == os.getpid()
+        assert json.loads((tmp_path / lease_name("t")).read_text())["pid"] == os.getpid()
     EXERCISED.concurrent_runs += 1

@@ -39,6 +39,7 @@ from chronolake.lake.scratch import (
     Writer,
     sweep,
 )
+from chronolake.lake.storage import Storage
 from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.faults import FaultPoint
@@ -137,23 +138,25 @@ def test_a_write_keeps_a_live_writers_staging_and_removes_a_killed_ones(
     assert backend.snapshot(table).count() == 3
 
 
-def test_a_checkpoint_write_removes_the_temporary_file_of_a_killed_one(tmp_path: Path) -> None:
-    checkpoint = tmp_path / "state" / "checkpoint-00000002.json"
-    killed = _start(f"""
-        import os, signal
-        from pathlib import Path
-        from chronolake.lake.scratch import TEMP_PREFIX, scratch_name
-        folder = Path({str(checkpoint.parent)!r})
-        folder.mkdir(parents=True)
-        (folder / scratch_name(TEMP_PREFIX)).write_text('{{"run": 2')  # killed mid-write
-        os.kill(os.getpid(), signal.SIGKILL)
-        """)
-    assert killed.wait() == SIGKILL_RETURNCODE
-    assert len(_debris(tmp_path)) == 1
+def test_a_checkpoint_write_removes_the_upload_a_killed_writer_left_once_older_than_any_write(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "state"
+    store = CheckpointStore(Storage(folder))
+    store.commit(Checkpoint(run=1))
+    # What a writer killed in the middle of a document's write leaves on a local disk:
+    # object_store's staged upload beside the document (`<name>#<n>`), whose writer is unknown.
+    recent, old = folder / "checkpoint-00000002.json#0", folder / "intent-00000002.json#1"
+    for staged in (recent, old):
+        staged.write_text('{"run": 2')
+    aged = time.time() - FOREIGN_SCRATCH_TTL_S - 60
+    os.utime(old, (aged, aged))
 
-    CheckpointStore(checkpoint.parent).commit(Checkpoint(run=2))
-    assert _debris(tmp_path) == []
-    assert CheckpointStore(checkpoint.parent).latest().run == 2
+    assert store.latest().run == 1  # neither is taken for a document
+    assert store.commit(Checkpoint(run=2))
+
+    assert recent.exists() and not old.exists()
+    assert store.latest().run == 2
 
 
 def test_scratch_of_another_host_or_writer_goes_only_once_older_than_any_write(

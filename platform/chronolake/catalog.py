@@ -28,10 +28,10 @@ from chronolake.joins.temporal import (
 )
 from chronolake.joins.versions import first_versions, forward_newer_versions
 from chronolake.lake import LakeBackend, backend_for
-from chronolake.lake.documents import write_text_atomically
 from chronolake.lake.layout import CATALOG_ROOT, output_path
 from chronolake.lake.reader import latest_per_key
 from chronolake.lake.stamps import latest_recorded_watermark
+from chronolake.lake.storage import Storage, as_location, join
 from chronolake.lake.tables import stored_schema
 from chronolake.relations import changelog_dataframe, relation_dataframe
 from chronolake.runtime.removal import (
@@ -118,8 +118,8 @@ class Dropped(BaseModel):
 class Catalog:
     """Tables and views of one lake, with Flink SQL on top of Spark.
 
-    `lake` is the lake root (a folder; table paths are relative to it). `spark`
-    defaults to the process's local session.
+    `lake` is the lake root (a folder, or an object store URI such as `s3://bucket/lake`;
+    table paths are relative to it). `spark` defaults to the process's local session.
 
     Example:
         >>> catalog = Catalog("demo-lake")
@@ -134,10 +134,11 @@ class Catalog:
         *,
         backend: Literal["auto", "delta-rs", "delta-spark"] = "auto",
     ) -> None:
-        self.root = Path(lake).resolve()
+        location = as_location(lake)
+        self.root = location.resolve() if isinstance(location, Path) else location
         self._spark = spark
         self._backend_kind = backend
-        self._dir = self.root / CATALOG_ROOT
+        self._entries = _entries(self.root)
 
     @cached_property
     def spark(self) -> SparkSession:
@@ -209,9 +210,9 @@ class Catalog:
         kind: Kind = "table" if isinstance(spec, TableSpec) else "view"
         if isinstance(spec, TableSpec):
             self._check_stored_types(spec)
-        path = self._entry_file(spec.name)
-        if path.exists():
-            current = _loaded(path)
+        stored = self._entries.read_text(_entry_name(spec.name))
+        if stored is not None:
+            current = _loaded(stored)
             if current is not None and current.spec == spec:
                 return spec
             if current is not None and same_definition(current.spec, spec):
@@ -219,7 +220,7 @@ class Catalog:
             if not replace:
                 raise taken_error(spec.name, current.kind if current else None, kind)
             self.drop(spec.name, kind=kind)
-        elif self._pending_file(spec.name).exists() or has_view_data(self.root, spec.name):
+        elif self._entries.exists(_pending_name(spec.name)) or has_view_data(self.root, spec.name):
             self._finish_drop(spec.name, f"register {kind} {spec.name!r}")
         return self._write_entry(spec, statement_text)
 
@@ -230,7 +231,7 @@ class Catalog:
             view=spec if isinstance(spec, ViewSpec) else None,
             statement=statement_text,
         )
-        write_text_atomically(self._entry_file(spec.name), entry.model_dump_json(indent=2))
+        self._entries.write_text(_entry_name(spec.name), entry.model_dump_json(indent=2))
         return spec
 
     def drop(self, name: str, *, kind: Kind | None = None, if_exists: bool = False) -> Dropped:
@@ -244,15 +245,16 @@ class Catalog:
         `name`. Works from the stored JSON alone, so a registration that no longer loads
         can always be dropped; a drop a crash interrupted is finished by dropping again.
         """
-        path, pending = self._entry_file(name), self._pending_file(name)
-        if not path.exists() and not pending.exists():
+        stored = self._entries.read_text(_entry_name(name))
+        pending = self._entries.read_text(_pending_name(name))
+        if stored is None and pending is None:
             if if_exists:
                 return Dropped(name=name, kind=kind, existed=False)
             raise unknown_error(name, kind, self._registered_names())
-        actual, shown = _kind_and_name(_raw_entry(path if path.exists() else pending), name)
+        actual, shown = _kind_and_name(_raw_entry(stored or pending or ""), name)
         if kind is not None and actual is not None and actual != kind:
             raise wrong_kind_error(shown, actual, f"DROP {kind.upper()}")
-        if path.exists():
+        if stored is not None:
             readers = readers_of(name, self._stored_queries())
             if readers:
                 raise readers_error(shown, actual or kind or "view", readers)
@@ -272,9 +274,11 @@ class Catalog:
     def entry(self, name: str) -> CatalogEntry:
         return self._entry(name)
 
-    def table_path(self, spec: TableSpec) -> Path:
+    def table_path(self, spec: TableSpec) -> str | Path:
         """Where a table's Delta data lives: its `path` option, relative to the lake root."""
-        return (self.root / spec.options.path).resolve()
+        if isinstance(self.root, Path):
+            return (self.root / spec.options.path).resolve()
+        return join(self.root, spec.options.path)
 
     def source_spec(self, name: str) -> Spec:
         """What `name` is when read: a table, a derived view's output table (its latest
@@ -454,27 +458,30 @@ class Catalog:
 
     def _finish_drop(self, name: str, action: str) -> RemovedData:
         """Unregister `name` and remove its data, in an order a crash cannot spoil: the entry
-        is renamed aside first (the name is then free, and nothing can run it), the data
-        goes, the renamed entry last; `drop` or `register` of the name finishes the job."""
-        path, pending = self._entry_file(name), self._pending_file(name)
+        is set aside first (copied to `<name>.dropping`, then removed: the name is then free,
+        and nothing can run it), the data goes, the set-aside entry last; `drop` or
+        `register` of the name finishes the job. No rename, so object stores do the same."""
+        entry, pending = _entry_name(name), _pending_name(name)
         with removal_lock(self.root, name, action):
-            if path.exists():
-                os.replace(path, pending)
+            stored = self._entries.read_text(entry)
+            if stored is not None:
+                self._entries.write_text(pending, stored)
+                self._entries.delete(entry)
             removed = remove_view_data(self.root, name)
-            pending.unlink(missing_ok=True)
+            self._entries.delete(pending)
         return removed
 
     def _parse(self, script: str) -> list[Statement]:
         """A script's statements, checked against the registrations that load; those that do
         not (and drops a crash interrupted) may only be dropped."""
         specs: dict[str, Spec] = {}
-        unloaded = [path.stem for path in self._dir.glob(f"*{_DROPPING}")]
-        for path in self._dir.glob(f"*{_ENTRY}"):
-            entry = _loaded(path)
+        unloaded = _stems(self._entries, _DROPPING)
+        for name in _stems(self._entries, _ENTRY):
+            entry = _loaded(self._entries.read_text(_entry_name(name)) or "")
             if entry is None:
-                unloaded.append(path.stem)
+                unloaded.append(name)
             else:
-                specs[path.stem] = entry.spec
+                specs[name] = entry.spec
         statements = parse_statements(script, catalog=specs, droppable=unloaded)
         for statement in statements:  # a replacement's too: it must not drop, then fail
             table = statement.replaced_by if isinstance(statement, DropStatement) else statement
@@ -492,32 +499,23 @@ class Catalog:
     def _stored_queries(self) -> dict[str, str]:
         """Every registered view's query, from the stored JSON (no spec validation)."""
         queries = {}
-        for path in self._dir.glob(f"*{_ENTRY}"):
-            raw = _raw_entry(path)
+        for name in _stems(self._entries, _ENTRY):
+            raw = _raw_entry(self._entries.read_text(_entry_name(name)) or "")
             view = raw.get("view") if raw.get("kind") == "view" else None
             query = view.get("query") if isinstance(view, dict) else None
             if isinstance(query, str):
-                queries[path.stem] = query
+                queries[name] = query
         return queries
 
     def _registered_names(self) -> list[str]:
-        return sorted(path.stem for path in self._dir.glob(f"*{_ENTRY}"))
-
-    def _entry_file(self, name: str) -> Path:
-        return self._dir / f"{name.lower()}{_ENTRY}"
-
-    def _pending_file(self, name: str) -> Path:
-        return self._dir / f"{name.lower()}{_DROPPING}"
-
-    def _entry_path(self, name: str) -> Path:
-        path = self._entry_file(name)
-        if not path.exists():
-            known = ", ".join(self.names()) or "none"
-            raise DefinitionError(f"unknown table or view {name!r}; registered: {known}")
-        return path
+        return _stems(self._entries, _ENTRY)
 
     def _entry(self, name: str) -> CatalogEntry:
-        return _load(self._entry_path(name))
+        stored = self._entries.read_text(_entry_name(name))
+        if stored is None:
+            known = ", ".join(self.names()) or "none"
+            raise DefinitionError(f"unknown table or view {name!r}; registered: {known}")
+        return _load(self._entries, name.lower(), stored)
 
     def specs(self) -> dict[str, Spec]:
         """Every registered spec by (lower-case) name."""
@@ -526,33 +524,53 @@ class Catalog:
 
 def load_entries(root: str | os.PathLike[str]) -> dict[str, CatalogEntry]:
     """The catalog entries of a lake without a Spark session (for Dagster definitions)."""
-    directory = Path(root) / CATALOG_ROOT
-    if not directory.exists():
-        return {}
-    return {path.stem: _load(path) for path in sorted(directory.glob(f"*{_ENTRY}"))}
+    entries = _entries(root)
+    return {
+        name: _load(entries, name, entries.read_text(_entry_name(name)) or "")
+        for name in _stems(entries, _ENTRY)
+    }
 
 
-def _load(path: Path) -> CatalogEntry:
-    """The entry stored at `path`; a `DefinitionError` saying how to remove it when it no
+def _entries(root: str | os.PathLike[str]) -> Storage:
+    """The folder of a lake's catalog entries: `<name>.json` each, `<name>.dropping` while a
+    drop removes it."""
+    return Storage(join(root, CATALOG_ROOT.as_posix()))
+
+
+def _entry_name(name: str) -> str:
+    return f"{name.lower()}{_ENTRY}"
+
+
+def _pending_name(name: str) -> str:
+    return f"{name.lower()}{_DROPPING}"
+
+
+def _stems(entries: Storage, suffix: str) -> list[str]:
+    """The names of the entries whose documents end with `suffix`."""
+    return [file.removesuffix(suffix) for file in entries.names() if file.endswith(suffix)]
+
+
+def _load(entries: Storage, name: str, stored: str) -> CatalogEntry:
+    """The entry `stored` of `name`; a `DefinitionError` saying how to remove it when it no
     longer loads (written by another chronolake version, or edited by hand)."""
     try:
-        return CatalogEntry.model_validate_json(path.read_text())
+        return CatalogEntry.model_validate_json(stored)
     except ValidationError as error:
-        kind = _raw_entry(path).get("kind")
+        kind = _raw_entry(stored).get("kind")
         keyword = kind.upper() if kind in ("table", "view") else "VIEW (or TABLE)"
         first = str(error).splitlines()[1:3]
         msg = (
-            f"the registration of {path.stem!r} ({path}) no longer loads: "
-            f"{'; '.join(line.strip() for line in first)}; drop it with DROP {keyword} "
-            f"{path.stem} (a broken registration can always be dropped) and declare it again"
+            f"the registration of {name!r} ({entries.path_of(_entry_name(name))}) no longer "
+            f"loads: {'; '.join(line.strip() for line in first)}; drop it with DROP {keyword} "
+            f"{name} (a broken registration can always be dropped) and declare it again"
         )
         raise DefinitionError(msg) from None
 
 
-def _loaded(path: Path) -> CatalogEntry | None:
-    """The entry at `path`, or None when it no longer loads."""
+def _loaded(stored: str) -> CatalogEntry | None:
+    """The entry `stored`, or None when it no longer loads."""
     try:
-        return CatalogEntry.model_validate_json(path.read_text())
+        return CatalogEntry.model_validate_json(stored)
     except ValidationError:
         return None
 
@@ -567,11 +585,11 @@ def _kind_and_name(raw: dict[str, object], name: str) -> tuple[Kind | None, str]
     return kind, declared if isinstance(declared, str) else name
 
 
-def _raw_entry(path: Path) -> dict[str, object]:
+def _raw_entry(stored: str) -> dict[str, object]:
     """The stored JSON of an entry as it is ({} when it is not a JSON object)."""
     try:
-        raw = json.loads(path.read_text())
-    except (OSError, ValueError):
+        raw = json.loads(stored)
+    except ValueError:
         return {}
     return raw if isinstance(raw, dict) else {}
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from chronolake.lake.documents import write_text_atomically
+from chronolake.lake.storage import Storage
 
 DAGSTER_HOME = ".dagster-home"
 
@@ -40,15 +40,15 @@ _QUEUE_SETTINGS = ("run_coordinator", "run_queue", "concurrency")
 def write_instance_settings(home: Path) -> Path:
     """`home/dagster.yaml` holding `INSTANCE_SETTINGS`; a setting the file has stays as it is.
     Returns the file's path; leaves a file that has them all untouched."""
-    path = home / "dagster.yaml"
-    settings = (yaml.safe_load(path.read_text()) if path.is_file() else None) or {}
+    home_storage, path = Storage(home), home / "dagster.yaml"
+    settings = yaml.safe_load(home_storage.read_text(path.name) or "null") or {}
     merged = {**settings}
     for key, defaults in INSTANCE_SETTINGS.items():
         merged[key] = {**defaults, **(settings.get(key) or {})}
     if not any(key in settings for key in _QUEUE_SETTINGS):
         merged["run_coordinator"] = QUICK_QUEUE
-    if merged != settings or not path.is_file():
-        write_text_atomically(path, yaml.safe_dump(merged, sort_keys=False))
+    if merged != settings or not home_storage.exists(path.name):
+        home_storage.write_text(path.name, yaml.safe_dump(merged, sort_keys=False))
     return path
 
 

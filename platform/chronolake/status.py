@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from chronolake.catalog import load_entries
-from chronolake.lake.layout import output_path, state_path
+from chronolake.lake.layout import output_path
 from chronolake.lake.stamps import stamped_watermark
 from chronolake.lake.tables import is_table, latest_commits
 from chronolake.runtime.checkpoint import CheckpointStore
@@ -59,7 +59,7 @@ def _view_status(root: Path, name: str) -> dict[str, object]:
         fields["watermark"] = _instant(stamped_watermark(commit))
         fields["last_run"] = commit.get("version")
         fields["last_run_at"] = _instant(commit.get("timestamp"))
-    checkpoint = CheckpointStore(state_path(root, name)).latest()
+    checkpoint = CheckpointStore.of(root, name).latest()
     if checkpoint.run > 0:
         fields["last_run"] = checkpoint.run
         fields["pending_rows"] = checkpoint.counters.get("pending_rows")

@@ -31,7 +31,6 @@ from pyspark.sql import functions as F
 from chronolake.catalog import Catalog
 from chronolake.dagster.resources import LakeResource
 from chronolake.lake.changelog import COMMIT_TIMESTAMP
-from chronolake.lake.layout import STATE_ROOT
 from chronolake.lake.tables import column_minimum
 from chronolake.runtime.checkpoint import CheckpointStore
 from chronolake.runtime.result import RunResult
@@ -140,8 +139,8 @@ def _oldest_pending_age(catalog: Catalog, name: str) -> float:
     Read without Spark from the state tables' commit-time column (`column_minimum`): a
     Spark job here would add a second to every run.
     """
-    store = CheckpointStore(catalog.root / STATE_ROOT / name.lower())
-    tables = [store.directory / path for role, path in store.latest().state.items()
+    store = CheckpointStore.of(catalog.root, name)
+    tables = [store.location(path) for role, path in store.latest().state.items()
               if role in _WAITING_ROLES]
     minima = [column_minimum(table, STATE_PREFIX + COMMIT_TIMESTAMP) for table in tables]
     times = [moment for moment in minima if moment is not None]

@@ -6,8 +6,8 @@ a rewritten file as deleted and re-inserted, nor deletion vectors. This module
 writes such a commit's `_delta_log/<version>.json` itself, following the Delta
 protocol (commitInfo, protocol and metaData when a feature is enabled, txn,
 remove, add with their deletion vectors, and cdc lines), with a put-if-absent
-write (`write_text_if_absent`), so of two writers of the same version exactly one
-succeeds.
+write (`Storage.create_text`), so of two writers of the same version exactly one
+succeeds, on a local disk as on an object store.
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import quote
 
 from chronolake.lake.delta_log import log_file_name
-from chronolake.lake.documents import write_text_if_absent
+from chronolake.lake.storage import Storage
 
 
 class CommitConflict(Exception):
@@ -47,7 +46,7 @@ class DataFile:
 
 
 def write_commit(
-    root: Path,
+    table: Storage,
     version: int,
     *,
     adds: Sequence[DataFile],
@@ -59,7 +58,7 @@ def write_commit(
     operation: str,
     table_actions: Sequence[Mapping[str, object]] = (),
 ) -> int:
-    """Commit `version` of the table at `root`; `CommitConflict` when it already exists.
+    """Commit `version` of `table`; `CommitConflict` when it already exists.
     `table_actions` (a `protocol` and `metaData` that enable a feature) come first."""
     now = int(time.time() * 1000)
     lines = [
@@ -77,6 +76,6 @@ def write_commit(
           for f in change_data),
     ]
     text = "\n".join(json.dumps(line) for line in lines) + "\n"
-    if not write_text_if_absent(root / "_delta_log" / log_file_name(version), text):
+    if not table.create_text(f"_delta_log/{log_file_name(version)}", text):
         raise CommitConflict(version)
     return version

@@ -19,8 +19,8 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from deltalake import CommitProperties, DeltaTable, Schema, Transaction
-from deltalake.exceptions import CommitFailedError, DeltaError
+from deltalake import CommitProperties, DeltaTable, Schema
+from deltalake.exceptions import DeltaError
 from deltalake.transaction import AddAction
 from pyroaring import BitMap
 from pyspark.sql import DataFrame
@@ -29,11 +29,11 @@ from pyspark.sql.types import StructType
 
 from chronolake.errors import SourceError
 from chronolake.lake._commit import CommitConflict, DataFile, write_commit
+from chronolake.lake.appends import commit_appended, is_committed, open_or_create
 from chronolake.lake.backend import LakeBackend, TableMetadata
 from chronolake.lake.changelog import POSITION, SYSTEM_COLUMNS
 from chronolake.lake.deletion_vectors import FEATURE, deleted_rows, enabling_actions, write_vectors
 from chronolake.lake.delta_log import (
-    CDF_PROPERTY,
     ActionKind,
     LogCommit,
     log_file_name,
@@ -48,6 +48,7 @@ from chronolake.lake.files import (
     without_deleted,
 )
 from chronolake.lake.scratch import staging_folder, sweep
+from chronolake.lake.storage import Storage
 from chronolake.lake.upserts import (
     FILE_NAME,
     ROW_INDEX,
@@ -146,31 +147,14 @@ class DeltaRsBackend(LakeBackend):
         """
         root = Path(path).absolute()
         table = _create_if_missing(df, root, partition_by, enable_cdf=enable_cdf)
-        if _committed(table, app_id, app_version):
+        if is_committed(table, app_id, app_version):
             return None
-        partition_columns = list(table.metadata().partition_columns)
         _check_columns(df, table, root)
-        actions = _write_files(df, root, partition_columns)
-        try:
-            table.create_write_transaction(
-                actions,
-                mode="append",
-                schema=table.schema(),
-                partition_by=partition_columns or None,
-                commit_properties=CommitProperties(
-                    app_transactions=[Transaction(app_id, app_version)],
-                    custom_metadata=dict(commit_info or {}),
-                ),
-            )
-        except CommitFailedError:
-            table.update_incremental()
-            if not _committed(table, app_id, app_version):
-                raise
-            for action in actions:
-                (root / action.path).unlink(missing_ok=True)
-            return None
-        table.update_incremental()
-        return table.version()
+        actions = _write_files(df, root, list(table.metadata().partition_columns))
+        return commit_appended(
+            table, root, actions, app_id=app_id, app_version=app_version,
+            commit_info=commit_info,
+        )
 
     def overwrite_dataframe(
         self,
@@ -216,7 +200,7 @@ class DeltaRsBackend(LakeBackend):
         root = Path(path).absolute()
         columns = [c for c in changes.columns if c not in SYSTEM_COLUMNS]
         table = _create_if_missing(changes.select(*columns), root, (), enable_cdf=True)
-        if _committed(table, app_id, app_version):
+        if is_committed(table, app_id, app_version):
             return None
         files = _active_files(table) if retracting else {}
         if not files:  # nothing to rewrite: an append of what the batch leaves
@@ -252,7 +236,7 @@ class DeltaRsBackend(LakeBackend):
         written = [*adds, *change_data]
         try:
             return write_commit(
-                root, table.version() + 1,
+                Storage(root), table.version() + 1,
                 adds=[*adds, *(DataFile(name, *files[name], vectors[name].action())
                                for name in marked)],
                 removes=[DataFile(name, *files[name], current[name])
@@ -268,7 +252,7 @@ class DeltaRsBackend(LakeBackend):
                 (root / file.path).unlink(missing_ok=True)
             for vector in {v.file_name for v in vectors.values()}:
                 (root / vector).unlink(missing_ok=True)
-            if _committed(table, app_id, app_version):
+            if is_committed(table, app_id, app_version):
                 return None
             msg = (
                 f"{root}: another writer committed version {table.version()} while this run "
@@ -380,12 +364,8 @@ class DeltaRsBackend(LakeBackend):
 def _create_if_missing(
     df: DataFrame, root: Path, partition_by: Sequence[str], *, enable_cdf: bool
 ) -> DeltaTable:
-    return DeltaTable.create(
-        str(root),
-        schema=Schema.from_json(df.schema.json()),
-        mode="ignore",
-        partition_by=list(partition_by) or None,
-        configuration={CDF_PROPERTY: "true"} if enable_cdf else None,
+    return open_or_create(
+        root, Schema.from_json(df.schema.json()), partition_by, enable_cdf=enable_cdf
     )
 
 
@@ -415,11 +395,6 @@ def _write_change_data(rows: DataFrame, root: Path) -> list[DataFile]:
         for a in _write_files(rows, folder, [])
     ]
     return written
-
-
-def _committed(table: DeltaTable, app_id: str, app_version: int) -> bool:
-    done = table.transaction_version(app_id)
-    return done is not None and done >= app_version
 
 
 def _active_files(table: DeltaTable) -> dict[str, tuple[int, int]]:

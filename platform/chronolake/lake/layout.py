@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from chronolake.lake.storage import Location, join
+
 SYSTEM_ROOT = Path("_chronolake")
 CATALOG_ROOT = SYSTEM_ROOT / "catalog"
 VIEWS_ROOT = SYSTEM_ROOT / "views"
@@ -17,17 +19,24 @@ STATE_ROOT = SYSTEM_ROOT / "state"
 LATE_ROOT = SYSTEM_ROOT / "late"
 LOCK_ROOT = SYSTEM_ROOT / "locks"
 LOGS_ROOT = SYSTEM_ROOT / "logs"
+LAST_ERROR_NAME = "last-error.json"
 
 
-def output_path(root: Path, name: str) -> Path:
+def output_path(root: Location, name: str) -> str | Path:
     """Where a view's rows are materialized: `_chronolake/views/<name>` under the lake."""
-    return root / VIEWS_ROOT / name.lower()
+    return join(root, f"{VIEWS_ROOT.as_posix()}/{name.lower()}")
 
 
-def last_error_path(root: Path, name: str) -> Path:
+def last_error_path(root: Location, name: str) -> str | Path:
     """Where the error of a view's last run is kept while that run is the latest failure:
     `_chronolake/state/<name>/last-error.json` (removed by its next successful run)."""
-    return state_path(root, name) / "last-error.json"
+    return join(state_path(root, name), LAST_ERROR_NAME)
+
+
+def history_path(root: Location, name: str) -> str | Path:
+    """Where an event-time temporal join keeps the build side's versions for late probe
+    rows: `_chronolake/state/<name>/history`."""
+    return join(state_path(root, name), "history")
 
 
 def holds_lake(root: Path) -> bool:
@@ -38,22 +47,24 @@ def holds_lake(root: Path) -> bool:
     return any(root.glob("*/_delta_log")) or any(root.glob("*/*/_delta_log"))
 
 
-def late_path(root: Path, name: str) -> Path:
+def late_path(root: Location, name: str) -> str | Path:
     """Where a derived table's late rows go: `_chronolake/late/<name>`."""
-    return root / LATE_ROOT / name.lower()
+    return join(root, f"{LATE_ROOT.as_posix()}/{name.lower()}")
 
 
-def state_path(root: Path, name: str) -> Path:
+def state_path(root: Location, name: str) -> str | Path:
     """Where a derived table's state, checkpoints and intents live: `_chronolake/state/<name>`."""
-    return root / STATE_ROOT / name.lower()
+    return join(root, f"{STATE_ROOT.as_posix()}/{name.lower()}")
 
 
-def lock_dir(root: Path) -> Path:
+def lock_dir(root: Location) -> str | Path:
     """Where the run locks of a lake's derived tables are: `_chronolake/locks/`."""
-    return root / LOCK_ROOT
+    return join(root, LOCK_ROOT.as_posix())
 
 
-def view_data_paths(root: Path, name: str) -> tuple[Path, Path, Path]:
+def view_data_keys(name: str) -> tuple[str, str, str]:
     """Everything chronolake writes for view `name` (output, late rows, state), which
-    dropping the view removes."""
-    return output_path(root, name), late_path(root, name), state_path(root, name)
+    dropping the view removes: folders relative to the lake's root."""
+    return tuple(  # type: ignore[return-value]
+        (folder / name.lower()).as_posix() for folder in (VIEWS_ROOT, LATE_ROOT, STATE_ROOT)
+    )

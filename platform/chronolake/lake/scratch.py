@@ -1,19 +1,21 @@
 """Scratch a writer makes next to what it writes, and its removal once that writer is gone.
 
 Every write into the lake goes through scratch first: Spark writes a table's new
-files into a staging folder inside the table (`.chronolake-staging-…`), and a
-small document or a Delta commit is first written to a temporary file
-(`.chronolake-tmp-…`). A writer killed with SIGKILL cannot remove its scratch, so
-every writer first sweeps the folder it writes into (`sweep`): the next write of a
-table removes what killed attempts left there.
+files into a staging folder inside the table (`.chronolake-staging-…`), and on a
+local disk a small document or a Delta commit is first written to a temporary file
+(`<name>#<n>`, object_store's staged upload; delta-rs's `_commit_….json.tmp`). A
+writer killed with SIGKILL cannot remove its scratch, so every writer first sweeps
+the folder it writes into (`sweep`): the next write of a table removes what killed
+attempts left there. An object store has no scratch of this kind: an upload that
+was cut off leaves nothing.
 
 No lock is needed for that to be safe, so it holds between processes that share
 nothing but the lake: a scratch name says who made it (`Writer`: host, process id,
 the process's start, the time it was made), and it is removed only when that
 writer is provably gone. On the same host that is checked (no such process, a
 zombie, or a later process that reused the id); scratch of another host, or of
-another writer (delta-rs's own `_commit_*.json.tmp`, or names of older chronolake
-versions), is removed once older than `FOREIGN_SCRATCH_TTL_S`.
+another writer (object_store's and delta-rs's temporary files, or names of older
+chronolake versions), is removed once older than `FOREIGN_SCRATCH_TTL_S`.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ FOREIGN_SCRATCH_TTL_S = 24 * 3600
 """How old scratch whose writer cannot be checked must be before it is removed: longer than
 any write runs."""
 
-_DELTA_RS_TEMP = re.compile(r"_commit_[0-9a-f-]+\.json\.tmp")
+_FOREIGN_TEMP = re.compile(r"_commit_[0-9a-f-]+\.json\.tmp|.+#\d+")
+"""delta-rs's temporary commits, and object_store's staged uploads (`<name>#<n>`)."""
 _GONE_STATES = frozenset("ZX")  # zombie, dead: killed, not yet reaped by its parent
 
 
@@ -115,7 +118,7 @@ def sweep(folder: Path) -> list[Path]:
 def _is_debris(entry: os.DirEntry[str], now_s: float) -> bool:
     prefix = next((p for p in SCRATCH_PREFIXES if entry.name.startswith(p)), None)
     if prefix is None:
-        return _DELTA_RS_TEMP.fullmatch(entry.name) is not None and _older_than_ttl(entry, now_s)
+        return _FOREIGN_TEMP.fullmatch(entry.name) is not None and _older_than_ttl(entry, now_s)
     writer = Writer.parse(entry.name.removeprefix(prefix).rsplit(".", 1)[0])
     return _older_than_ttl(entry, now_s) if writer is None else writer.is_gone(now_s)
 

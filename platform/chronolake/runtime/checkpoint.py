@@ -7,7 +7,7 @@ same intent, so it reads exactly the same commits; the output and side-output
 appends carry Delta application transactions (`app_id`, `n`) and are skipped when
 already committed. Nothing is lost and nothing is written twice.
 
-Intent and checkpoint are written put-if-absent (`write_text_if_absent`), never
+Intent and checkpoint are written put-if-absent (`Storage.create_text`), never
 renamed into place, so this holds with no lock and on object stores: two attempts
 at run `n` (two hosts, or a frozen run whose lease was taken over) share the first
 intent written, or the later one stops, and only one of them passes the commit
@@ -23,12 +23,13 @@ a mix). Redoing it after a crash replaces them again with the same rows.
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
+from os import PathLike
+from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from chronolake.lake.documents import write_text_if_absent
+from chronolake.lake.layout import state_path
+from chronolake.lake.storage import Storage
 from chronolake.watermarks.assigner import WatermarkState
 
 CHECKPOINT_PREFIX = "checkpoint-"
@@ -89,25 +90,31 @@ class Checkpoint(BaseModel):
 class CheckpointStore:
     """Checkpoints and intents of one derived table, under `_chronolake/state/<table>/`."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+
+    @classmethod
+    def of(cls, root: str | PathLike[str], name: str) -> CheckpointStore:
+        """The store of derived table `name` in the lake at `root`."""
+        return cls(Storage(state_path(root, name)))
 
     def latest(self) -> Checkpoint:
         runs = self._runs(CHECKPOINT_PREFIX)
         if not runs:
             return Checkpoint()
-        return Checkpoint.model_validate_json(self._path(CHECKPOINT_PREFIX, runs[-1]).read_text())
+        text = self.storage.read_text(_name(CHECKPOINT_PREFIX, runs[-1]))
+        return Checkpoint.model_validate_json(text) if text else Checkpoint()
 
     def intent(self, run: int) -> RunIntent | None:
-        path = self._path(INTENT_PREFIX, run)
-        return RunIntent.model_validate_json(path.read_text()) if path.exists() else None
+        text = self.storage.read_text(_name(INTENT_PREFIX, run))
+        return RunIntent.model_validate_json(text) if text else None
 
     def write_intent(self, intent: RunIntent) -> RunIntent:
         """Record `intent` unless an intent of its run is there already; the recorded one."""
-        path = self._path(INTENT_PREFIX, intent.run)
-        if write_text_if_absent(path, intent.model_dump_json()):
+        if self.storage.create_text(_name(INTENT_PREFIX, intent.run), intent.model_dump_json()):
             return intent
-        return RunIntent.model_validate_json(path.read_text())
+        recorded = self.intent(intent.run)
+        return intent if recorded is None else recorded
 
     def commit(self, checkpoint: Checkpoint) -> bool:
         """The commit point of a run: after this, the run counts as done. False, changing
@@ -117,52 +124,49 @@ class CheckpointStore:
         state of runs before the previous one: all of them, since a run killed after its
         commit point leaves its predecessor's.
         """
-        path = self._path(CHECKPOINT_PREFIX, checkpoint.run)
-        if not write_text_if_absent(path, checkpoint.model_dump_json(indent=2)):
+        name = _name(CHECKPOINT_PREFIX, checkpoint.run)
+        if not self.storage.create_text(name, checkpoint.model_dump_json(indent=2)):
             return False
         for prefix in (CHECKPOINT_PREFIX, INTENT_PREFIX):
             for run in self._runs(prefix):
                 if run < checkpoint.run - 1:
-                    self._path(prefix, run).unlink(missing_ok=True)
-        for folder in self.directory.glob(f"{RUN_PREFIX}*"):
-            number = folder.name.removeprefix(RUN_PREFIX)
-            if number.isdigit() and int(number) < checkpoint.run - 1:
-                shutil.rmtree(folder, ignore_errors=True)
-        kept = {Path(name).parent.name for name in checkpoint.state.values()}
-        for attempt in self._attempt_dirs(checkpoint.run):
-            if attempt.name not in kept:
-                self.discard(attempt)
+                    self.storage.delete(_name(prefix, run))
+        for folder in self.storage.folders():
+            number = folder.removeprefix(RUN_PREFIX)
+            if folder.startswith(RUN_PREFIX) and number.isdigit() and (
+                int(number) < checkpoint.run - 1
+            ):
+                self.storage.delete_tree(folder)
+        kept = {PurePosixPath(name).parent.name for name in checkpoint.state.values()}
+        for attempt in self.storage.folders(self.run_dir(checkpoint.run)):
+            if attempt not in kept:
+                self.discard(checkpoint.run, attempt)
         return True
 
-    def run_dir(self, run: int) -> Path:
+    def run_dir(self, run: int) -> str:
         """The folder of run `run`'s state: one folder per attempt at it."""
-        return self.directory / f"{RUN_PREFIX}{run:08d}"
-
-    def state_dir(self, run: int, attempt: str) -> Path:
-        """Where attempt `attempt` at run `run` writes its state tables."""
-        return self.run_dir(run) / attempt
+        return f"{RUN_PREFIX}{run:08d}"
 
     def state_name(self, run: int, attempt: str, role: str) -> str:
         """Where attempt `attempt` at run `run` keeps state table `role`, relative to this
-        store's directory (what a checkpoint records, so that a lake can be copied or moved)."""
-        return self.state_dir(run, attempt).relative_to(self.directory).joinpath(role).as_posix()
+        store (what a checkpoint records, so that a lake can be copied or moved)."""
+        return f"{self.run_dir(run)}/{attempt}/{role}"
 
-    @staticmethod
-    def discard(attempt_dir: Path) -> None:
+    def location(self, name: str) -> str | Path:
+        """Where the state table `name` (a checkpoint's `state` entry) is, for Spark."""
+        return self.storage.path_of(name)
+
+    def discard(self, run: int, attempt: str) -> None:
         """Remove an attempt's state: one that lost, or is superseded."""
-        shutil.rmtree(attempt_dir, ignore_errors=True)
-
-    def _attempt_dirs(self, run: int) -> list[Path]:
-        folder = self.run_dir(run)
-        return [path for path in folder.iterdir() if path.is_dir()] if folder.is_dir() else []
-
-    def _path(self, prefix: str, run: int) -> Path:
-        return self.directory / f"{prefix}{run:08d}.json"
+        self.storage.delete_tree(f"{self.run_dir(run)}/{attempt}")
 
     def _runs(self, prefix: str) -> list[int]:
-        if not self.directory.exists():
-            return []
         return sorted(
-            int(path.stem.removeprefix(prefix)) for path in self.directory.glob(f"{prefix}*.json")
+            int(name.removeprefix(prefix).removesuffix(".json"))
+            for name in self.storage.names()
+            if name.startswith(prefix) and name.endswith(".json")
         )
 
+
+def _name(prefix: str, run: int) -> str:
+    return f"{prefix}{run:08d}.json"

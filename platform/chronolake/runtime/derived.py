@@ -17,9 +17,7 @@ at `commit`, which refuses when another run committed in between.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from uuid import uuid4
 
 from pyspark.sql import DataFrame
 
@@ -28,9 +26,10 @@ from chronolake.clock import Clock, WallClock
 from chronolake.errors import ChronolakeError, DefinitionError, RunError
 from chronolake.joins.history import HISTORY_PAGE_ROWS
 from chronolake.lake.changelog import SYSTEM_COLUMNS, RowKind
-from chronolake.lake.layout import LATE_ROOT, LOCK_ROOT, STATE_ROOT, output_path
+from chronolake.lake.layout import history_path, late_path, lock_dir, output_path
 from chronolake.lake.stamps import watermark_stamp
 from chronolake.lake.upserts import final_rows
+from chronolake.runtime.attempt import RunPlan, begin_writing, pass_commit_point
 from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore, InputPosition, RunIntent
 from chronolake.runtime.faults import FaultPoint, fault_point
 from chronolake.runtime.inputs import (
@@ -63,27 +62,6 @@ from chronolake.spark_session import parquet_pages_of
 from chronolake.watermarks.watermark import Watermark
 
 
-@dataclass(frozen=True)
-class RunPlan:
-    """What run `intent.run` reads, fixed before any data is read."""
-
-    committed: Checkpoint
-    intent: RunIntent
-    resumed: bool
-    """Whether it redoes a killed run's intent (already on disk)."""
-    attempt: str = field(default_factory=lambda: f"attempt-{uuid4().hex[:12]}")
-    """This attempt at the run: its state goes to a folder of its own."""
-
-    @property
-    def number(self) -> int:
-        return self.intent.run
-
-    @property
-    def base(self) -> Checkpoint:
-        """The checkpoint the run builds on: none for a full refresh."""
-        return Checkpoint(run=self.committed.run) if self.intent.full_refresh else self.committed
-
-
 class DerivedTable:
     """Incremental, exactly-once runs of a view (a temporal join, a window, a deduplication).
 
@@ -112,10 +90,10 @@ class DerivedTable:
         self.inputs = {spec.name: spec for spec in self.operator.inputs}
         root = catalog.root
         self.output_path = output_path(root, self.name)
-        self.late_path = root / LATE_ROOT / self.name
-        self.history_path = root / STATE_ROOT / self.name / "history"
-        self.store = CheckpointStore(root / STATE_ROOT / self.name)
-        self._lock_dir = root / LOCK_ROOT
+        self.late_path = late_path(root, self.name)
+        self.history_path = history_path(root, self.name)
+        self.store = CheckpointStore.of(root, self.name)
+        self._locks = lock_dir(root)
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -127,7 +105,7 @@ class DerivedTable:
         table holds the lock, `SourceError` for a bad input; either way nothing
         has been written.
         """
-        with run_lock(self._lock_dir, self.name):
+        with run_lock(self._locks, self.name):
             self._check_registration()
             plan = self.prepare(full_refresh=full_refresh)
             if plan is None:
@@ -224,7 +202,7 @@ class DerivedTable:
         Raises `RunError`, writing nothing, when another run committed since `plan`
         was prepared (prepare again and rerun).
         """
-        with run_lock(self._lock_dir, self.name):
+        with run_lock(self._locks, self.name):
             self._check_registration()
             return self._commit(plan, reads, step)
 
@@ -317,7 +295,7 @@ class DerivedTable:
         path = checkpoint.state.get(role)  # relative to the store, so a lake can be moved
         if path is None:
             return None
-        return from_stored(self.catalog.backend.snapshot(self.store.directory / path))
+        return from_stored(self.catalog.backend.snapshot(self.store.location(path)))
 
     # -- committing ------------------------------------------------------------------------
 
@@ -325,15 +303,7 @@ class DerivedTable:
         """Write and pass the commit point. Another attempt at the same run (another host's,
         or one that took over this run's lease while it stalled) may be doing the same: the
         first intent written binds both, and only one passes the commit point."""
-        self._refuse_if_overtaken(plan)
-        if not plan.resumed:  # from here on the run writes: a redo must read the same commits
-            recorded = self.store.write_intent(plan.intent)
-            if recorded != plan.intent:
-                raise RunError(
-                    f"{self.name!r}: another run began run {plan.number} with other input "
-                    f"versions ({recorded.end_versions}, this one: {plan.intent.end_versions}) "
-                    "while this one was computing; nothing was written: run it again"
-                )
+        begin_writing(self.store, self.name, plan)
         fault_point(FaultPoint.AFTER_INTENT)
         number, intent = plan.number, plan.intent
         combined = combined_watermark(reads.values())
@@ -352,18 +322,7 @@ class DerivedTable:
             counters=figures,
             finished_at=self.clock.now_ms() / 1000,
         )
-        try:
-            self._refuse_if_overtaken(plan)
-            if not self.store.commit(checkpoint):
-                raise RunError(
-                    f"{self.name!r}: run {number} was committed by another run while this one "
-                    "was writing (a run on another host, or one that took over this run's "
-                    "lock while it stalled); the table holds that run's rows, which equal "
-                    "this one's, and nothing was written twice: nothing to do"
-                )
-        except RunError:
-            self.store.discard(self.store.state_dir(number, plan.attempt))
-            raise
+        pass_commit_point(self.store, self.name, plan, checkpoint)
         fault_point(FaultPoint.AFTER_CHECKPOINT)
         what = "rebuilt the table from scratch with" if intent.full_refresh else "committed"
         starts = self._start_positions(plan)
@@ -388,16 +347,6 @@ class DerivedTable:
             waiting_reason=step.waiting_reason,
             ticks=step.ticks,
         )
-
-    def _refuse_if_overtaken(self, plan: RunPlan) -> None:
-        """`RunError` when a later run than the one `plan` builds on was committed meanwhile."""
-        latest = self.store.latest().run
-        if latest != plan.committed.run:
-            raise RunError(
-                f"{self.name!r}: run {latest} was committed by another run while this one "
-                f"(run {plan.number}) was computing; this one stopped before its commit point "
-                "and nothing is doubled: run it again"
-            )
 
     def _write(self, plan: RunPlan, step: Step, watermark_ms: int | None, *, replace: bool
                ) -> tuple[int | None, dict[str, int]]:
@@ -456,7 +405,7 @@ class DerivedTable:
                 write(stored(step.history), self.history_path, f"{app}/history")
         for role, frame in step.state.items():
             backend.append_dataframe(
-                stored(frame), self.store.state_dir(run, plan.attempt) / role,
+                stored(frame), self.store.location(self.store.state_name(run, plan.attempt, role)),
                 app_id=f"{app}/{role}", app_version=run,
             )
         fault_point(FaultPoint.AFTER_STATE)
@@ -466,6 +415,6 @@ class DerivedTable:
 
 def pending_rows(catalog: Catalog, name: str) -> DataFrame | None:
     """The rows a derived table holds after its last committed run (None before one)."""
-    store = CheckpointStore(catalog.root / STATE_ROOT / name.lower())
+    store = CheckpointStore.of(catalog.root, name)
     path = store.latest().state.get("pending")
-    return from_stored(catalog.backend.snapshot(store.directory / path)) if path else None
+    return from_stored(catalog.backend.snapshot(store.location(path))) if path else None

@@ -14,8 +14,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from chronolake.errors import ChronolakeError
-from chronolake.lake.documents import write_text_atomically
-from chronolake.lake.layout import last_error_path
+from chronolake.lake.layout import LAST_ERROR_NAME, state_path
+from chronolake.lake.storage import Storage
 from chronolake.spark_errors import is_spark_error, spark_error_line
 
 MAX_CHARS = 500
@@ -40,15 +40,21 @@ def record_failure(root: Path, name: str, error: BaseException) -> None:
     else:  # not one of ours: its type says more than its message
         text = " ".join(f"{type(error).__name__}: {error}".split())
     failure = RunFailure(at=datetime.now(tz=UTC), error=text[:MAX_CHARS])
-    write_text_atomically(last_error_path(root, name), failure.model_dump_json())
+    _document(root, name).write_text(LAST_ERROR_NAME, failure.model_dump_json())
 
 
 def clear_failure(root: Path, name: str) -> None:
     """A successful run: the view's last run did not fail."""
-    last_error_path(root, name).unlink(missing_ok=True)
+    _document(root, name).delete(LAST_ERROR_NAME)
 
 
 def last_failure(root: Path, name: str) -> RunFailure | None:
     """The error of view `name`'s last run, if that run failed."""
-    path = last_error_path(root, name)
-    return RunFailure.model_validate_json(path.read_text()) if path.exists() else None
+    text = _document(root, name).read_text(LAST_ERROR_NAME)
+    return RunFailure.model_validate_json(text) if text else None
+
+
+def _document(root: Path, name: str) -> Storage:
+    """The folder of view `name`'s last error (`layout.last_error_path`)."""
+    return Storage(state_path(root, name))
+

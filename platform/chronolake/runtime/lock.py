@@ -1,7 +1,7 @@
 """One run per derived table at a time: a lease under `_chronolake/locks/`.
 
 The lease is a small document, `<table>.lock`, created with a put-if-absent write
-(`write_text_if_absent`), so it holds between processes that share nothing but the
+(`Storage.create_text`), so it holds between processes that share nothing but the
 lake (two hosts, an object store): of two runs started together exactly one creates
 it; the other fails at once with a clear error, before it has read or written
 anything. Its holder renews it while it runs and removes it when it ends.
@@ -23,12 +23,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from pathlib import Path
+from os import PathLike
 from uuid import uuid4
 
 from chronolake.errors import RunError
-from chronolake.lake.documents import write_text_atomically, write_text_if_absent
 from chronolake.lake.scratch import Writer
+from chronolake.lake.storage import Storage
 
 LEASE_TTL_S = 60.0
 """How long a lease stays its holder's without a renewal: far longer than the holder's
@@ -62,22 +62,25 @@ class Lease:
         return self.holder.ended_here() or now_ms - self.renewed_ms > LEASE_TTL_S * 1000
 
 
-def lock_path(lock_dir: Path, name: str) -> Path:
-    """The lease file of derived table `name`."""
-    return lock_dir / f"{name}.lock"
+def lease_name(name: str) -> str:
+    """The lease document of derived table `name`, in the lake's lock folder."""
+    return f"{name}.lock"
 
 
 @contextmanager
-def run_lock(lock_dir: Path, name: str) -> Iterator[None]:
-    """Hold the run lock of derived table `name` for the duration of the block.
+def run_lock(locks: Storage | str | PathLike[str], name: str) -> Iterator[None]:
+    """Hold the run lock of derived table `name` (a lease in the folder `locks`, the lake's
+    `layout.lock_dir`) for the duration of the block.
 
     Raises `RunError` at once when another live process holds it.
     """
-    path = lock_path(lock_dir, name)
-    lease = _take(path, name)
+    locks = locks if isinstance(locks, Storage) else Storage(locks)
+    key = lease_name(name)
+    lease = _take(locks, key, name)
     stop = threading.Event()
     renewer = threading.Thread(
-        target=_renew, args=(path, lease, stop), name=f"chronolake-lease-{name}", daemon=True
+        target=_renew, args=(locks, key, lease, stop), name=f"chronolake-lease-{name}",
+        daemon=True,
     )
     renewer.start()
     try:
@@ -85,59 +88,62 @@ def run_lock(lock_dir: Path, name: str) -> Iterator[None]:
     finally:
         stop.set()
         renewer.join()
-        _remove_if_held(path, lease.token)
+        _remove_if_held(locks, key, lease.token)
 
 
-def _take(path: Path, name: str) -> Lease:
+def _take(locks: Storage, key: str, name: str) -> Lease:
     """Create the lease, taking over a stale one; `RunError` when a live holder has it."""
     for _ in range(3):
         now = _now_ms()
         mine = Lease(Writer.current(), uuid4().hex, now)
-        if write_text_if_absent(path, mine.to_json()):
+        if locks.create_text(key, mine.to_json()):
             return mine
-        held = _read(path)
+        held = _read(locks, key)
         if held is None:
             continue  # released meanwhile
         if not held.is_stale(now):
-            raise _busy(name, path, held)
-        _remove_if_held(path, held.token)
-    held = _read(path)
-    raise _busy(name, path, held)
+            raise _busy(name, locks.path_of(key), held)
+        _remove_if_held(locks, key, held.token)
+    raise _busy(name, locks.path_of(key), _read(locks, key))
 
 
-def _busy(name: str, path: Path, held: Lease | None) -> RunError:
+def _busy(name: str, where: object, held: Lease | None) -> RunError:
     pid, host = (held.holder.pid, held.holder.host) if held else ("?", "?")
     return RunError(
-        f"another run of {name!r} is in progress (pid {pid} on {host}, holding {path}); "
+        f"another run of {name!r} is in progress (pid {pid} on {host}, holding {where}); "
         "expected no concurrent run of the same derived table; this run read and changed "
         "nothing: wait for the other run to finish, then run again"
     )
 
 
-def _renew(path: Path, lease: Lease, stop: threading.Event) -> None:
+def _renew(locks: Storage, key: str, lease: Lease, stop: threading.Event) -> None:
     """Renew the lease until `stop`, or until it is no longer ours (taken over)."""
     while not stop.wait(RENEW_EVERY_S):
-        held = _read(path)
+        held = _read(locks, key)
         if held is None or held.token != lease.token:
             return
         try:
-            write_text_atomically(path, replace(lease, renewed_ms=_now_ms()).to_json())
+            locks.write_text(key, replace(lease, renewed_ms=_now_ms()).to_json())
         except OSError:
             continue  # the lake was unreachable for a moment: try again next time
 
 
-def _remove_if_held(path: Path, token: str) -> None:
-    held = _read(path)
+def _remove_if_held(locks: Storage, key: str, token: str) -> None:
+    held = _read(locks, key)
     if held is not None and held.token == token:
-        path.unlink(missing_ok=True)
+        locks.delete(key)
 
 
-def _read(path: Path) -> Lease | None:
+def _read(locks: Storage, key: str) -> Lease | None:
     try:
-        return Lease.from_json(path.read_text())
-    except FileNotFoundError:
+        text = locks.read_text(key)
+    except OSError:
+        text = ""
+    if text is None:
         return None
-    except (OSError, ValueError, KeyError, TypeError):
+    try:
+        return Lease.from_json(text)
+    except (ValueError, KeyError, TypeError):
         # Not a lease this version wrote (an older version's flock file): no holder to wait for.
         return Lease(Writer("", 0, "", 0), "", 0)
 

@@ -8,7 +8,6 @@ The user's own Delta tables (a table's `path`) are never touched.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -17,7 +16,8 @@ from deltalake.exceptions import DeltaError
 from pydantic import BaseModel, ConfigDict, Field
 
 from chronolake.errors import ChronolakeError, RunError
-from chronolake.lake.layout import lock_dir, view_data_paths
+from chronolake.lake.layout import lock_dir, view_data_keys
+from chronolake.lake.storage import Storage
 from chronolake.lake.tables import table_row_count
 from chronolake.runtime.faults import FaultPoint, fault_point
 from chronolake.runtime.lock import run_lock
@@ -65,28 +65,29 @@ def removal_lock(root: Path, name: str, action: str) -> Iterator[None]:
 
 def remove_view_data(root: Path, name: str) -> RemovedData:
     """Delete view `name`'s output, late rows and state (the caller holds `removal_lock`)."""
-    output, late, state = view_data_paths(root, name)
+    lake, (output, late, state) = Storage(root), view_data_keys(name)
     removed = RemovedData(
-        output=output.exists(), output_rows=_row_count(output), late=late.exists(),
-        state=state.exists(),
+        output=lake.holds(output),
+        output_rows=_row_count(lake.path_of(output)) if lake.holds(output) else None,
+        late=lake.holds(late),
+        state=lake.holds(state),
     )
-    shutil.rmtree(output, ignore_errors=True)
+    lake.delete_tree(output)
     fault_point(FaultPoint.DROP_AFTER_OUTPUT)
-    for path in (late, state):
-        shutil.rmtree(path, ignore_errors=True)
+    for folder in (late, state):
+        lake.delete_tree(folder)
     return removed
 
 
 def has_view_data(root: Path, name: str) -> bool:
     """Whether anything chronolake writes for a view exists under `name`."""
-    return any(path.exists() for path in view_data_paths(root, name))
+    lake = Storage(root)
+    return any(lake.holds(folder) for folder in view_data_keys(name))
 
 
-def _row_count(output: Path) -> int | None:
-    """Rows of the output table, for the user's record of what went; None when there is none
-    or it cannot be read (a drop that crashed halfway): the drop goes on regardless."""
-    if not output.exists():
-        return None
+def _row_count(output: str | Path) -> int | None:
+    """Rows of the output table, for the user's record of what went; None when it cannot be
+    read (a drop that crashed halfway): the drop goes on regardless."""
     try:
         return table_row_count(output)
     except (ChronolakeError, DeltaError, OSError):

@@ -1,0 +1,80 @@
+"""Committing data files already written into a Delta table, exactly once, with delta-rs.
+
+Whoever wrote the files (Spark, in a run; pyarrow, where Spark cannot reach the store),
+their commit is this one path: one `append` commit tagged with the run's application
+transaction (`app_id`, `app_version`), so a retried run commits at most once. The table
+is a local folder or an object store URI; delta-rs reaches both (its store is configured
+by the same environment as `chronolake.lake.storage`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from deltalake import CommitProperties, DeltaTable, Schema, Transaction
+from deltalake.exceptions import CommitFailedError
+from deltalake.transaction import AddAction
+
+from chronolake.lake.delta_log import CDF_PROPERTY
+from chronolake.lake.storage import Storage
+
+
+def open_or_create(
+    location: str | Path, schema: Schema, partition_by: Sequence[str] = (), *,
+    enable_cdf: bool = False,
+) -> DeltaTable:
+    """The Delta table at `location`, created empty with `schema` when there is none."""
+    return DeltaTable.create(
+        str(location),
+        schema=schema,
+        mode="ignore",
+        partition_by=list(partition_by) or None,
+        configuration={CDF_PROPERTY: "true"} if enable_cdf else None,
+    )
+
+
+def is_committed(table: DeltaTable, app_id: str, app_version: int) -> bool:
+    """Whether the table holds a commit of `app_id` at `app_version` or later."""
+    done = table.transaction_version(app_id)
+    return done is not None and done >= app_version
+
+
+def commit_appended(
+    table: DeltaTable,
+    location: str | Path,
+    added: Sequence[AddAction],
+    *,
+    app_id: str,
+    app_version: int,
+    commit_info: Mapping[str, str] | None = None,
+) -> int | None:
+    """Commit the files `added` (written into the table at `location`) as one append; the
+    new version, or None when the transaction was committed already (by an earlier attempt,
+    or one racing this): then the files are removed and nothing is written.
+
+    Another writer's commit of a different transaction in between is retried by delta-rs;
+    a conflict it cannot resolve is raised.
+    """
+    partition_columns = list(table.metadata().partition_columns)
+    try:
+        table.create_write_transaction(
+            added,
+            mode="append",
+            schema=table.schema(),
+            partition_by=partition_columns or None,
+            commit_properties=CommitProperties(
+                app_transactions=[Transaction(app_id, app_version)],
+                custom_metadata=dict(commit_info or {}),
+            ),
+        )
+    except CommitFailedError:
+        table.update_incremental()
+        if not is_committed(table, app_id, app_version):
+            raise
+        files = Storage(location)
+        for action in added:
+            files.delete(action.path)
+        return None
+    table.update_incremental()
+    return table.version()

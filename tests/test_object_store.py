@@ -1,0 +1,207 @@
+"""A lake on an object store: the run protocol against an S3 emulator (moto's server).
+
+The catalog, leases, intents, checkpoints and the Delta commits chronolake writes itself go
+through `chronolake.lake.storage`; the output's data files are committed by the same path
+as Spark's in a run (`chronolake.lake.appends`), and delta-rs writes the state tables.
+S3 has no rename: everything here holds by put-if-absent writes alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path, PurePosixPath
+from uuid import uuid4
+
+import pytest
+from _object_store_run import APP_ID, VIEW, input_rows
+from _orders_and_rates import ORDERS_AND_RATES
+from deltalake import DeltaTable
+
+from chronolake.catalog import Catalog
+from chronolake.errors import DefinitionError
+from chronolake.lake.layout import lock_dir, output_path
+from chronolake.lake.storage import Storage
+from chronolake.runtime.checkpoint import CheckpointStore
+from chronolake.runtime.lock import LEASE_TTL_S, lease_name
+
+REPO = Path(__file__).resolve().parents[1]
+RUN = REPO / "tests" / "_object_store_run.py"
+BUCKET = "lake"
+SIGKILLED = -signal.SIGKILL
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[str]:
+    """An S3 emulator on loopback, and the environment that points obstore and delta-rs at it
+    (what a user sets for a real bucket); yields its endpoint."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    settings = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test",
+                "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
+                "AWS_ALLOW_HTTP": "true"}
+    saved = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(
+                    urllib.request.Request(f"{endpoint}/{BUCKET}", method="PUT"), timeout=5
+                ).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        yield endpoint
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        server.terminate()
+        server.wait(30)
+
+
+@pytest.fixture
+def lake(s3: str) -> str:
+    return f"s3://{BUCKET}/{uuid4().hex[:12]}"
+
+
+def test_documents_are_created_once_and_replaced_whole(lake: str) -> None:
+    storage = Storage(lake)
+    with ThreadPoolExecutor(8) as pool:
+        created = list(pool.map(lambda i: storage.create_text("c/doc.json", f"writer {i}"),
+                                range(8)))
+    assert created.count(True) == 1  # of eight writers of one name, exactly one
+    assert storage.read_text("c/doc.json") == f"writer {created.index(True)}"
+    storage.write_text("c/doc.json", "replaced")
+    storage.write_text("c/d/inner.json", "{}")
+    assert storage.read_text("c/doc.json") == "replaced"
+    assert (storage.names("c"), storage.folders("c")) == (["doc.json"], ["d"])
+    assert storage.read_text("c/none.json") is None and not storage.exists("c/none.json")
+
+    storage.delete_tree("c/d")
+    storage.delete("c/doc.json")
+
+    assert not storage.holds("c")
+
+
+def test_a_catalog_declares_reads_and_drops_on_an_object_store(lake: str) -> None:
+    view = (f"CREATE VIEW {VIEW} AS SELECT o.order_id, o.amount * r.rate AS usd FROM orders "
+            "AS o JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r "
+            "ON o.currency = r.currency;")
+    catalog = Catalog(lake)
+    catalog.declare(ORDERS_AND_RATES + view)
+    subprocess.run([sys.executable, str(RUN), lake], check=True, capture_output=True)
+
+    assert Catalog(lake).names() == ["enriched", "orders", "rates"]
+    assert Catalog(lake).table_path(Catalog(lake).spec("orders")) == f"{lake}/orders"
+    with pytest.raises(DefinitionError, match="view enriched reads it"):
+        catalog.declare("DROP TABLE orders;")
+    catalog.declare(f"DROP VIEW {VIEW};")  # under its lease; its output and state go too
+
+    storage = Storage(lake)
+    assert Catalog(lake).names() == ["orders", "rates"]
+    assert not storage.holds(f"_chronolake/views/{VIEW}")
+    assert not storage.holds(f"_chronolake/state/{VIEW}")
+    assert storage.names("_chronolake/locks") == []
+
+
+@pytest.mark.slow
+def test_runs_commit_exactly_once_through_kills_redos_and_concurrent_attempts(lake: str) -> None:
+    assert _run(lake).stdout.strip() == "1"
+    for point in ("after_intent", "in_staging", "after_output", "before_checkpoint"):
+        killed = _run(lake, fault=point, check=False)
+        assert killed.returncode == SIGKILLED, killed.stderr
+        assert _checkpoint(lake)["run"] == _committed(lake)  # nothing counted twice yet
+    for _ in range(4):  # each killed run is redone: no run is lost in between
+        _run(lake)
+    assert _committed(lake) == 5
+
+    together = [_start(lake) for _ in range(2)]  # two runs started at the same moment
+    results = [(p.wait(120), p.communicate()) for p in together]
+    assert [code for code, _ in results].count(0) >= 1
+    for code, (_, err) in results:
+        assert code == 0 or "another run of 'enriched' is in progress" in err, err
+
+    stalled = _start(lake, fault="before_checkpoint:stop")  # holds its lease, then freezes
+    _wait_until_stopped(stalled)
+    _expire_lease(lake)  # as when its host is cut off: the lease ages past its TTL
+    taken_over = _run(lake)
+    os.kill(stalled.pid, signal.SIGCONT)
+    _, err = stalled.communicate(timeout=120)
+    assert stalled.returncode == 1
+    assert f"run {taken_over.stdout.strip()} was committed by another run" in err
+
+    runs = _committed(lake)
+    table = DeltaTable(str(output_path(lake, VIEW)))
+    ids = sorted(table.to_pyarrow_table()["order_id"].to_pylist())
+    expected = sorted(i for run in range(1, runs + 1)
+                      for i in input_rows(run)["order_id"].to_pylist())
+    assert ids == expected  # every run's rows, each once
+    assert table.transaction_version(APP_ID) == runs
+    checkpoint = _checkpoint(lake)
+    assert checkpoint["counters"]["rows_out"] == len(expected)
+    store = CheckpointStore.of(lake, VIEW)
+    assert store.storage.folders() == [store.run_dir(runs - 1), store.run_dir(runs)]
+    winner = PurePosixPath(checkpoint["state"]["pending"]).parent.name
+    assert store.storage.folders(store.run_dir(runs)) == [winner]  # the stalled one's is gone
+    assert DeltaTable(str(store.location(checkpoint["state"]["pending"]))).version() == 0
+    assert Storage(lock_dir(lake)).names() == []  # no lease left behind
+
+
+def _run(lake: str, *, fault: str = "", check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([sys.executable, str(RUN), lake], capture_output=True, text=True,
+                          env={**os.environ, "CHRONOLAKE_FAULT": fault}, check=False)
+    if check:
+        assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def _start(lake: str, *, fault: str = "") -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, str(RUN), lake], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "CHRONOLAKE_FAULT": fault})
+
+
+def _checkpoint(lake: str) -> dict:
+    store = CheckpointStore.of(lake, VIEW)
+    return json.loads(store.latest().model_dump_json())
+
+
+def _committed(lake: str) -> int:
+    return CheckpointStore.of(lake, VIEW).latest().run
+
+
+def _wait_until_stopped(process: subprocess.Popen[str]) -> None:
+    stat = Path(f"/proc/{process.pid}/stat")
+    deadline = time.monotonic() + 120
+    while process.poll() is None and time.monotonic() < deadline:
+        if stat.read_text().rsplit(")", 1)[1].split()[0] == "T":
+            return
+        time.sleep(0.05)
+    pytest.fail(f"the run never stopped at its fault point: {process.communicate()[1]}")
+
+
+def _expire_lease(lake: str) -> None:
+    locks, name = Storage(lock_dir(lake)), lease_name(VIEW)
+    fields = json.loads(locks.read_text(name) or "{}")
+    fields["renewed_ms"] -= int(LEASE_TTL_S * 1000) + 1
+    locks.write_text(name, json.dumps(fields))
