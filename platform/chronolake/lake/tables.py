@@ -13,15 +13,17 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
 from pyspark.sql.types import StructType
 
+from chronolake.errors import ChronolakeError
 from chronolake.lake.backend import not_a_delta_table
 from chronolake.lake.deletion_vectors import deleted_rows
 
 
 def table_version(path: str | Path) -> int:
     """The latest Delta version at `path`, from the log alone (no Spark)."""
-    return _table(path).version()
+    return _table(path, with_files=False).version()
 
 
 def is_table(path: str | Path) -> bool:
@@ -32,7 +34,7 @@ def is_table(path: str | Path) -> bool:
 def latest_commits(path: str | Path, count: int) -> list[dict[str, object]]:
     """The `count` latest commits' `commitInfo` (newest first, with `version` and
     `operationMetrics`), from the log alone."""
-    return _table(path).history(limit=count)
+    return _table(path, with_files=False).history(limit=count)
 
 
 def table_row_count(path: str | Path) -> int:
@@ -48,18 +50,34 @@ def table_row_count(path: str | Path) -> int:
     return sum(count or 0 for count in counts.to_pylist()) - deleted_rows(table).num_rows
 
 
-def stored_schema(path: str | Path) -> StructType | None:
-    """The schema of the Delta table at `path`, from its log alone (no Spark); None when
-    `path` holds no Delta table (yet)."""
+def readable_row_count(path: str | Path) -> int | None:
+    """`table_row_count`, or None when the table cannot be read (a drop that crashed
+    halfway through removing it)."""
+    try:
+        return table_row_count(path)
+    except (ChronolakeError, DeltaError, OSError):
+        return None
+
+
+def stored_schema(path: str | Path, version: int | None = None) -> StructType | None:
+    """The schema of the Delta table at `path` (at `version`, else the latest), from its log
+    alone (no Spark); None when `path` holds no Delta table (yet)."""
     if not DeltaTable.is_deltatable(str(path)):
         return None
-    return StructType.fromJson(json.loads(DeltaTable(str(path)).schema().to_json()))
+    table = DeltaTable(str(path), version=version, without_files=True)
+    return StructType.fromJson(json.loads(table.schema().to_json()))
 
 
-def _table(path: str | Path) -> DeltaTable:
+def partition_columns(path: str | Path, version: int) -> list[str]:
+    """The Delta table's partition columns at `version`, from its log alone."""
+    return DeltaTable(str(path), version=version, without_files=True).metadata().partition_columns
+
+
+def _table(path: str | Path, *, with_files: bool = True) -> DeltaTable:
+    """The latest version; `with_files=False` for questions of the log alone (no file list)."""
     if not DeltaTable.is_deltatable(str(path)):
         raise not_a_delta_table(path)
-    return DeltaTable(str(path))
+    return DeltaTable(str(path), without_files=not with_files)
 
 
 def first_rows(path: str | Path, rows: int) -> pa.Table:

@@ -38,13 +38,13 @@ from chronolake.lake.changelog import (
     RowKind,
 )
 from chronolake.lake.stamps import recorded_watermarks
+from chronolake.lake.tables import partition_columns
 from chronolake.relations import through_view_rows, with_declared_columns
 from chronolake.runtime.checkpoint import InputPosition
 from chronolake.runtime.source_checks import (
     check_columns,
     declared_column_types,
     overwrite_versions,
-    partition_columns,
     require_delta_table,
 )
 from chronolake.schema import StartupMode, TableSpec

@@ -12,13 +12,12 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from deltalake.exceptions import DeltaError
 from pydantic import BaseModel, ConfigDict, Field
 
-from chronolake.errors import ChronolakeError, RunError
+from chronolake.errors import RunError
 from chronolake.lake.layout import lock_dir, view_data_keys
 from chronolake.lake.storage import Storage
-from chronolake.lake.tables import table_row_count
+from chronolake.lake.tables import readable_row_count
 from chronolake.runtime.faults import FaultPoint, fault_point
 from chronolake.runtime.lock import run_lock
 
@@ -68,7 +67,7 @@ def remove_view_data(root: Path, name: str) -> RemovedData:
     lake, (output, late, state) = Storage(root), view_data_keys(name)
     removed = RemovedData(
         output=lake.holds(output),
-        output_rows=_row_count(lake.path_of(output)) if lake.holds(output) else None,
+        output_rows=readable_row_count(lake.path_of(output)) if lake.holds(output) else None,
         late=lake.holds(late),
         state=lake.holds(state),
     )
@@ -83,12 +82,3 @@ def has_view_data(root: Path, name: str) -> bool:
     """Whether anything chronolake writes for a view exists under `name`."""
     lake = Storage(root)
     return any(lake.holds(folder) for folder in view_data_keys(name))
-
-
-def _row_count(output: str | Path) -> int | None:
-    """Rows of the output table, for the user's record of what went; None when it cannot be
-    read (a drop that crashed halfway): the drop goes on regardless."""
-    try:
-        return table_row_count(output)
-    except (ChronolakeError, DeltaError, OSError):
-        return None

@@ -17,14 +17,13 @@ still before anything is written; those errors name the versions and the fix.
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
 
-from deltalake import DeltaTable
 from pyspark.sql.types import StructType
 
 from chronolake.errors import SourceError
+from chronolake.lake.tables import is_table, latest_commits, stored_schema, table_version
 from chronolake.schema import PhysicalColumn, TableSpec
 
 # Operations that replace a table's contents rather than change some rows. delta-rs and
@@ -48,7 +47,7 @@ class OverwritePolicy(StrEnum):
 
 def require_delta_table(path: Path, spec: TableSpec, derived: str) -> None:
     """Raise `SourceError` when the source's location holds no Delta table."""
-    if not DeltaTable.is_deltatable(str(path)):
+    if not is_table(path):
         msg = (
             f"table {spec.name!r} (read by {derived!r}): {path} is not a Delta table (no "
             "_delta_log with commits); expected the location of a Delta table; fix the "
@@ -61,15 +60,9 @@ def require_delta_table(path: Path, spec: TableSpec, derived: str) -> None:
 def declared_column_types(path: Path, spec: TableSpec, version: int) -> dict[str, str]:
     """The Delta types of the source's declared physical columns at `version` (absent
     columns left out), from the Delta log alone."""
-    table = DeltaTable(str(path), version=version, without_files=True)
-    schema = StructType.fromJson(json.loads(table.schema().to_json()))
+    schema = stored_schema(path, version) or StructType()
     declared = {c.name for c in spec.columns if isinstance(c, PhysicalColumn)}
     return {f.name: f.dataType.simpleString() for f in schema.fields if f.name in declared}
-
-
-def partition_columns(path: Path, version: int) -> list[str]:
-    """The Delta table's partition columns at `version`, from its log alone."""
-    return DeltaTable(str(path), version=version, without_files=True).metadata().partition_columns
 
 
 def check_columns(
@@ -115,8 +108,7 @@ def overwrite_versions(path: Path, start: int, end: int) -> list[int]:
     start = max(start, 1)
     if end < start:
         return []
-    table = DeltaTable(str(path), without_files=True)
-    history = table.history(limit=table.version() - start + 1)
+    history = latest_commits(path, table_version(path) - start + 1)
     return sorted(
         int(entry["version"])
         for entry in history
