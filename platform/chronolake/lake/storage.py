@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
 import obstore
-from obstore.exceptions import AlreadyExistsError
+from obstore.exceptions import AlreadyExistsError, BaseError
 from obstore.store import LocalStore, ObjectStore, from_url
 
 from chronolake.lake.scratch import sweep
@@ -35,6 +35,8 @@ from chronolake.lake.scratch import sweep
 LOCAL_SCHEME = "file"
 Location = str | os.PathLike[str]
 """A lake location: a local folder, or a URI."""
+STORAGE_ERRORS: tuple[type[Exception], ...] = (OSError, BaseError)
+"""What a storage call raises when the store cannot be reached, or refuses the call."""
 
 
 def as_location(root: Location) -> str | Path:

@@ -28,7 +28,7 @@ from uuid import uuid4
 
 from chronolake.errors import RunError
 from chronolake.lake.scratch import Writer
-from chronolake.lake.storage import Storage
+from chronolake.lake.storage import STORAGE_ERRORS, Storage
 
 LEASE_TTL_S = 60.0
 """How long a lease stays its holder's without a renewal: far longer than the holder's
@@ -119,12 +119,12 @@ def _busy(name: str, where: object, held: Lease | None) -> RunError:
 def _renew(locks: Storage, key: str, lease: Lease, stop: threading.Event) -> None:
     """Renew the lease until `stop`, or until it is no longer ours (taken over)."""
     while not stop.wait(RENEW_EVERY_S):
-        held = _read(locks, key)
-        if held is None or held.token != lease.token:
-            return
         try:
+            held = _read(locks, key)
+            if held is None or held.token != lease.token:
+                return
             locks.write_text(key, replace(lease, renewed_ms=_now_ms()).to_json())
-        except OSError:
+        except STORAGE_ERRORS:
             continue  # the lake was unreachable for a moment: try again next time
 
 
@@ -137,12 +137,7 @@ def _remove_if_held(locks: Storage, key: str, token: str) -> None:
 def _read(locks: Storage, key: str) -> Lease | None:
     try:
         text = locks.read_text(key)
-    except OSError:
-        text = ""
-    if text is None:
-        return None
-    try:
-        return Lease.from_json(text)
+        return None if text is None else Lease.from_json(text)
     except (ValueError, KeyError, TypeError):
         # Not a lease this version wrote (an older version's flock file): no holder to wait for.
         return Lease(Writer("", 0, "", 0), "", 0)
