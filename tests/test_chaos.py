@@ -65,7 +65,7 @@ from chronolake.demo import DEMO_START, append_orders
 from chronolake.lake.layout import late_path, lock_dir, output_path, state_path
 from chronolake.lake.scratch import SCRATCH_PREFIXES, Writer
 from chronolake.runtime.chain import behind, upstream_derived
-from chronolake.runtime.checkpoint import CheckpointStore
+from chronolake.runtime.checkpoint import RUN_PREFIX, CheckpointStore
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.faults import RUN_FAULT_POINTS, FaultPoint
 from chronolake.runtime.lock import run_lock
@@ -287,7 +287,8 @@ def _stale_state(root: Path, view: str) -> list[str]:
     runs = {store.run_dir(run) for run in (checkpoint.run - 1, checkpoint.run)}
     attempts = {PurePosixPath(name).parent.name for name in checkpoint.state.values()}
     last = store.run_dir(checkpoint.run)
-    stale = [folder for folder in store.storage.folders() if folder not in runs]
+    stale = [folder for folder in store.storage.folders()
+             if folder.startswith(RUN_PREFIX) and folder not in runs]
     stale += [f"{last}/{a}" for a in store.storage.folders(last) if a not in attempts]
     return sorted(stale)
 
