@@ -24,7 +24,7 @@ LAST_ERROR_NAME = "last-error.json"
 
 def output_path(root: Location, name: str) -> str | Path:
     """Where a view's rows are materialized: `_chronolake/views/<name>` under the lake."""
-    return join(root, f"{VIEWS_ROOT.as_posix()}/{name.lower()}")
+    return join(root, _key(VIEWS_ROOT, name))
 
 
 def last_error_path(root: Location, name: str) -> str | Path:
@@ -49,12 +49,12 @@ def holds_lake(root: Path) -> bool:
 
 def late_path(root: Location, name: str) -> str | Path:
     """Where a derived table's late rows go: `_chronolake/late/<name>`."""
-    return join(root, f"{LATE_ROOT.as_posix()}/{name.lower()}")
+    return join(root, _key(LATE_ROOT, name))
 
 
 def state_path(root: Location, name: str) -> str | Path:
     """Where a derived table's state, checkpoints and intents live: `_chronolake/state/<name>`."""
-    return join(root, f"{STATE_ROOT.as_posix()}/{name.lower()}")
+    return join(root, _key(STATE_ROOT, name))
 
 
 def lock_dir(root: Location) -> str | Path:
@@ -65,6 +65,9 @@ def lock_dir(root: Location) -> str | Path:
 def view_data_keys(name: str) -> tuple[str, str, str]:
     """Everything chronolake writes for view `name` (output, late rows, state), which
     dropping the view removes: folders relative to the lake's root."""
-    return tuple(  # type: ignore[return-value]
-        (folder / name.lower()).as_posix() for folder in (VIEWS_ROOT, LATE_ROOT, STATE_ROOT)
-    )
+    return _key(VIEWS_ROOT, name), _key(LATE_ROOT, name), _key(STATE_ROOT, name)
+
+
+def _key(folder: Path, name: str) -> str:
+    """Table `name`'s folder under one of chronolake's folders, relative to the lake."""
+    return (folder / name.lower()).as_posix()
