@@ -69,14 +69,6 @@ class Storage:
     def __init__(self, root: Location) -> None:
         self.location = as_location(root)
 
-    @property
-    def is_local(self) -> bool:
-        return isinstance(self.location, Path)
-
-    def child(self, prefix: str) -> Storage:
-        """The storage of the folder `prefix` under this one."""
-        return Storage(self.path_of(prefix))
-
     def path_of(self, key: str) -> str | Path:
         """Where `key` is, for Spark and delta-rs: a `Path` on a local disk, else a URI."""
         return join(self.location, key)
