@@ -56,9 +56,20 @@ class Cluster:
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports on 127.0.0.1 that nothing listens on now (held together
+    while chosen, so that no two daemons are given the same one)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
 
 
 @contextmanager
@@ -66,7 +77,7 @@ def standalone_cluster(directory: Path, *, workers: int = WORKERS) -> Iterator[C
     """A master and `workers` workers (1 core, 1 GiB each) until the block ends; their logs
     and work dirs under `directory`. Each daemon is its own process group, killed on exit."""
     directory.mkdir(parents=True, exist_ok=True)
-    port, web = free_port(), free_port()
+    port, web, *worker_webs = free_ports(2 + workers)
     cluster = Cluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{web}")
     env = os.environ | {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(directory)}
     daemons = [_daemon(directory / "master.log", env, "master.Master",
@@ -76,7 +87,8 @@ def standalone_cluster(directory: Path, *, workers: int = WORKERS) -> Iterator[C
             daemons.append(_daemon(
                 directory / f"worker-{number}.log", env, "worker.Worker",
                 "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
-                "--webui-port", str(free_port()), "--work-dir", str(directory / f"work-{number}"),
+                "--webui-port", str(worker_webs[number]),
+                "--work-dir", str(directory / f"work-{number}"),
                 cluster.url,
             ))
         _await_workers(cluster, workers, daemons)
@@ -101,7 +113,7 @@ def _await_workers(cluster: Cluster, workers: int, daemons: list[subprocess.Pope
             break
         try:
             alive = [w for w in cluster.state()["workers"] if w["state"] == "ALIVE"]
-        except OSError:  # the master's UI is not up yet
+        except (OSError, ValueError):  # the master's UI is not up (or not answering JSON) yet
             alive = []
         if len(alive) == workers:
             return
