@@ -23,13 +23,12 @@ a mix). Redoing it after a crash replaces them again with the same rows.
 
 from __future__ import annotations
 
-from os import PathLike
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from chronolake.lake.layout import state_path
-from chronolake.lake.storage import Storage
+from chronolake.lake.storage import Location, Storage
 from chronolake.watermarks.assigner import WatermarkState
 
 CHECKPOINT_PREFIX = "checkpoint-"
@@ -94,7 +93,7 @@ class CheckpointStore:
         self.storage = storage
 
     @classmethod
-    def of(cls, root: str | PathLike[str], name: str) -> CheckpointStore:
+    def of(cls, root: Location, name: str) -> CheckpointStore:
         """The store of derived table `name` in the lake at `root`."""
         return cls(Storage(state_path(root, name)))
 

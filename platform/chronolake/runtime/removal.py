@@ -65,9 +65,10 @@ def removal_lock(root: Path, name: str, action: str) -> Iterator[None]:
 def remove_view_data(root: Path, name: str) -> RemovedData:
     """Delete view `name`'s output, late rows and state (the caller holds `removal_lock`)."""
     lake, (output, late, state) = Storage(root), view_data_keys(name)
+    has_output = lake.holds(output)
     removed = RemovedData(
-        output=lake.holds(output),
-        output_rows=readable_row_count(lake.path_of(output)) if lake.holds(output) else None,
+        output=has_output,
+        output_rows=readable_row_count(lake.path_of(output)) if has_output else None,
         late=lake.holds(late),
         state=lake.holds(state),
     )
