@@ -155,7 +155,7 @@ def test_a_window_view_runs_through_its_window_aggregate_op(
 def test_run_figures_ticks_and_split_alignment_become_metadata(tmp_path: Path) -> None:
     result = RunResult(
         table="orders_enriched", run=3, status=RunStatus.COMMITTED,
-        figures={"rows_in": 10, "windows_fired": 2, "open_windows": 1, "late_rate": 0.25},
+        figures={"rows_in": 10, "windows_fired": 2, "open_windows": 1, "late_rows": 3},
         ticks=TickReport(
             ticks=4, buffered_rows=[5, 9, 7, 0],
             split_watermarks={"orders": {"eu": 1_793_612_395_000, "us": LONG_MIN}},
@@ -164,8 +164,8 @@ def test_run_figures_ticks_and_split_alignment_become_metadata(tmp_path: Path) -
         ),
     )
     metadata = _values(run_metadata(result, tmp_path / "not-materialized"))
-    assert {k: metadata[k] for k in ("rows_in", "windows_fired", "open_windows", "late_rate")} == {
-        "rows_in": 10, "windows_fired": 2, "open_windows": 1, "late_rate": 0.25,
+    assert {k: metadata[k] for k in ("rows_in", "windows_fired", "open_windows", "late_rows")} == {
+        "rows_in": 10, "windows_fired": 2, "open_windows": 1, "late_rows": 3,
     }
     assert {k: metadata[k] for k in (
         "ticks", "peak_buffered_rows", "split_pauses", "split_resumes", "paused_splits",

@@ -85,7 +85,7 @@ def table_definition_metadata(spec: TableSpec | ViewSpec, uri: Path | None) -> d
 def run_metadata(result: RunResult, path: Path) -> dict[str, Any]:
     """A run's materialization metadata: the figures Dagster plots, the watermark, a preview.
 
-    Every numeric figure of the run (`RunResult.figures`) becomes a numeric entry under
+    Every figure of the run (`RunResult.figures`, all counts) becomes a numeric entry under
     its own name, so Dagster plots it over materializations; ticks and split alignment
     (`RunResult.ticks`) add their counts and a per-split table. No Spark job: the row
     count comes from the Delta log, the preview from delta-rs.
@@ -117,7 +117,7 @@ def run_metadata(result: RunResult, path: Path) -> dict[str, Any]:
     if result.ticks is not None:
         metadata |= tick_metadata(result.ticks)
     for name, value in result.figures.items():
-        metadata[name] = MetadataValue.int(value) if isinstance(value, int) else value
+        metadata[name] = MetadataValue.int(value)
     return metadata
 
 

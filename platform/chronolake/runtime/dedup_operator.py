@@ -130,7 +130,8 @@ class DeduplicateOperator(Operator):
         })
         return Step(
             output=output, late=late, state={KEPT_ROLE: state}, history=None,
-            figures={**counts, "pending_rows": 0},
+            # a row without a rowtime is its only late row
+            figures={**counts, "null_rowtime_rows": counts["late_rows"], "pending_rows": 0},
         )
 
     def _best_per_key(self, candidates: DataFrame, columns: list[str]) -> DataFrame:

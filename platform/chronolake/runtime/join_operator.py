@@ -38,6 +38,7 @@ from chronolake.joins.versions import (
     on_time_for_first_row,
     retained_versions,
 )
+from chronolake.runtime.figures import RunFigures
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import (
     Operator,
@@ -230,7 +231,7 @@ def _with_pending(context: RunContext, new_rows: DataFrame) -> DataFrame:
 def _figures(
     probe: InputRead, build: InputRead, ready: DataFrame, matched: DataFrame,
     pending: DataFrame, late: DataFrame, kept_versions: DataFrame,
-) -> dict[str, int]:
+) -> RunFigures:
     """The run's figures, counted in one Spark job."""
     counts = count_figures({
         "probe_rows_in": probe.rows,
@@ -240,7 +241,7 @@ def _figures(
         "emitted_probe_rows": ready,
         "matched_rows": matched,
         "pending_rows": pending,
-        "invalid_rows": late,
+        "null_rowtime_rows": late,
         "kept_versions": kept_versions,
     })
     return {
@@ -249,12 +250,12 @@ def _figures(
         "build_rows_in": counts["build_rows_in"],
         "late_probe_rows": counts["late_probe_rows"],
         "late_build_rows": counts["late_build_rows"],
-        # Late by the watermark rules: what goes to the side table. Rows behind the watermark
-        # that the join still answers from history (late_probe_rows, late_build_rows) are not.
-        "late_rows": counts["invalid_rows"],
+        # The side table's rows: those without a rowtime. Rows behind the watermark are
+        # still answered from the history (late_probe_rows, late_build_rows).
+        "late_rows": counts["null_rowtime_rows"],
         "emitted_probe_rows": counts["emitted_probe_rows"],
         "unmatched_rows": counts["emitted_probe_rows"] - counts["matched_rows"],
         "pending_rows": counts["pending_rows"],
-        "invalid_rows": counts["invalid_rows"],
+        "null_rowtime_rows": counts["null_rowtime_rows"],
         "state_rows": counts["pending_rows"] + counts["kept_versions"],
     }

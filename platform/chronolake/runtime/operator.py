@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from chronolake.clock import Clock
 from chronolake.lake.changelog import COMMIT_VERSION, POSITION, ROW_KIND, RowKind
 from chronolake.runtime.checkpoint import Checkpoint
+from chronolake.runtime.figures import RunFigures
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.result import TickReport
 from chronolake.schema import TableSpec
@@ -41,7 +42,7 @@ class Step:
     late: DataFrame
     state: dict[str, DataFrame]
     history: DataFrame | None
-    figures: dict[str, int]
+    figures: RunFigures
     """Counted by the step; the output's own figures (`rows_out`, by kind) are counted by
     the run as it writes the output (`chronolake.runtime.output_figures`)."""
     waiting_reason: str | None = None

@@ -6,6 +6,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from chronolake.runtime.figures import RunFigures
+
 
 class RunStatus(StrEnum):
     """How a run ended."""
@@ -52,9 +54,9 @@ class RunResult(BaseModel):
     input_versions: dict[str, tuple[int, int]] = Field(
         default_factory=dict, description="Per input: (first, last) Delta version read."
     )
-    figures: dict[str, int | float] = Field(
-        default_factory=dict,
-        description="rows_in, rows_out, late_rows, unmatched_rows, pending_rows, state_rows, ...",
+    figures: RunFigures = Field(
+        default_factory=lambda: RunFigures(),
+        description="What the run counted, by name (`chronolake.runtime.figures`).",
     )
     watermark_ms: int | None = Field(None, description="The output watermark after the run.")
     processing_time: bool = Field(False, description="Whether the watermark follows the clock.")

@@ -37,6 +37,7 @@ from chronolake.alignment.schedule import SourceBacklog, TickSchedule, schedule_
 from chronolake.alignment.settings import AlignmentSettings
 from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_VERSION
 from chronolake.runtime.checkpoint import Checkpoint, InputPosition
+from chronolake.runtime.figures import LEVEL_FIGURES, RunFigures
 from chronolake.runtime.inputs import InputRead, combined_watermark
 from chronolake.runtime.operator import Operator, RunContext, Step, reused
 from chronolake.runtime.result import TickReport
@@ -53,10 +54,6 @@ from chronolake.watermarks.watermark import Watermark
 
 TICK_COLUMN = "__tick"
 """The tick in which a row is read (0-based), on the rows of a ticked run."""
-
-LEVEL_FIGURES = frozenset({"pending_rows", "state_rows", "open_windows"})
-"""Figures that say what the operator holds after a step: a ticked run reports the last
-tick's; every other figure counts rows passing through, and is summed over the ticks."""
 
 _CHUNK = "__tick_chunk"
 _OFFSET = "__tick_split_offset"
@@ -149,7 +146,7 @@ def step_ticks(
     late: list[DataFrame] = []
     history: list[DataFrame] = []
     buffered: list[int] = []
-    figures: dict[str, int] = {}
+    figures: RunFigures = {}
     state: dict[str, DataFrame] = {}
     step: Step | None = None
     committed = context.history
