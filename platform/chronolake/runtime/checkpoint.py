@@ -82,7 +82,9 @@ class Checkpoint(BaseModel):
     state: dict[str, str] = Field(
         default_factory=dict, description="State tables by role, relative to the store."
     )
-    counters: dict[str, int] = Field(default_factory=dict, description="The run's figures (`chronolake.runtime.figures`).")
+    counters: dict[str, int] = Field(
+        default_factory=dict, description="The run's figures (`chronolake.runtime.figures`)."
+    )
     finished_at: float | None = None
 
 
