@@ -15,8 +15,10 @@ AS OF order_time) and materializes it with `chronolake.runtime.views.materialize
 
 For each run it reports the run's own figures (rows_in, rows_out, pending_rows, state_rows,
 late rows) and what Spark did, read from Spark's status store for the stages of that run:
-rows read from files (`input_records`: inputs, state and history tables), rows written
-(`output_records`: output, state, history, late rows), executor CPU seconds and stage count,
+rows read (`input_records`: every pass over a file, and over the run's in-memory local
+checkpoints), also against the rows the run touches (its new rows and the state it starts
+from), rows written (`output_records`: output, state, history, late rows),
+executor CPU seconds and stage count,
 and the size of the view's version history table before the run (from its Delta log): a run
 with late rows older than their keys' versions in state reads the pages of that table that
 hold those rows' keys.
@@ -161,7 +163,9 @@ def _history_rows(catalog: Catalog) -> int:
     return int(pa.compute.sum(actions["num_records"]).as_py() or 0)
 
 
-def _measure(catalog: Catalog, meter: StageMeter, label: str) -> dict:
+def _measure(catalog: Catalog, meter: StageMeter, label: str, state_before: int) -> dict:
+    """One run's seconds, figures and Spark work; `state_before` is the state it starts from:
+    with the new rows (`rows_in`), what the run touches."""
     history_before = _history_rows(catalog)
     meter.start()
     started = time.perf_counter()
@@ -169,8 +173,10 @@ def _measure(catalog: Catalog, meter: StageMeter, label: str) -> dict:
     seconds = time.perf_counter() - started
     spark = meter.read()
     figures = {name: int(result.figures.get(name, 0)) for name in FIGURES}
+    touched = figures["rows_in"] + state_before
     print(
-        f"{label:<22}{seconds:>8.2f}s  read {spark['input_records']:>10,}  written "
+        f"{label:<22}{seconds:>8.2f}s  read {spark['input_records']:>10,} "
+        f"({spark['input_records'] / touched:.1f}x touched)  written "
         f"{spark['output_records']:>10,}  cpu {spark['executor_cpu_s']:>7.2f}s  "
         f"stages {spark['stages']:>3}  rows_in {figures['rows_in']:>9,}  rows_out "
         f"{figures['rows_out']:>9,}  state {figures['state_rows']:>7,}  "
@@ -178,7 +184,7 @@ def _measure(catalog: Catalog, meter: StageMeter, label: str) -> dict:
         flush=True,
     )
     return {"seconds": round(seconds, 3), "status": str(result.status), **spark,
-            "history_rows_before": history_before, "figures": figures,
+            "history_rows_before": history_before, "rows_touched": touched, "figures": figures,
             "watermark_ms": result.watermark_ms}
 
 
@@ -220,7 +226,7 @@ def main() -> None:
                                        args.keys, first=True), args.commits)
         catalog = Catalog(lake, spark)
         list(catalog.run_script(DDL))
-        runs = {"first run": _measure(catalog, meter, "first run (history)")}
+        runs = {"first run": _measure(catalog, meter, "first run (history)", 0)}
         next_id, hour = args.orders, 3_600_000_000
         increments = (
             ("on-time increment", 0.0, None),
@@ -242,7 +248,8 @@ def main() -> None:
             _append(lake / "rates", _rates(rng, _ascending(rng, args.new_rates, start, hour),
                                            args.keys, first=False), 1)
             next_id += args.new_orders
-            runs[label] = _measure(catalog, meter, label)
+            state = runs[list(runs)[-1]]["figures"]["state_rows"]
+            runs[label] = _measure(catalog, meter, label, state)
     first = runs["first run"]
     report = {
         "benchmark": "incremental",

@@ -398,7 +398,10 @@ class DerivedTable:
                 )
             figures = counts.written(version)
         fault_point(FaultPoint.AFTER_OUTPUT)
-        write(stored(step.late, prefix=SOURCE_PREFIX), self.late_path, f"{app}/late")
+        # No late rows, by the figures: nothing to append (a job and a commit saved) to a side
+        # table that exists (its first run creates it, empty or not)
+        if replace or step.figures["late_rows"] or not backend.is_delta_table(self.late_path):
+            write(stored(step.late, prefix=SOURCE_PREFIX), self.late_path, f"{app}/late")
         fault_point(FaultPoint.AFTER_SIDE_OUTPUT)
         if step.history is not None:
             with parquet_pages_of(self.catalog.spark, HISTORY_PAGE_ROWS):

@@ -84,9 +84,22 @@ class TemporalJoinOperator(Operator):
         self, context: RunContext, probe: InputRead, build: InputRead, watermark_ms: int | None
     ) -> Step:
         threshold = watermark_ms if watermark_ms is not None else Watermark.MIN_WATERMARK.timestamp
+        horizon = context.checkpoint.horizon
         rows = reused(_with_pending(context, probe.rows))
         rowtime_ms = F.unix_micros(F.col(self.plan.probe_time).cast("timestamp")) / 1000
-        ready = reused(rows.where(rowtime_ms <= threshold))
+        is_ready = rowtime_ms <= threshold
+        behind_horizon = F.lit(False) if horizon is None else rowtime_ms <= horizon
+        # The probe side's figures in the job that first reads its rows, one pass over them
+        # (not one per filtered frame, nor a second read of the input's files).
+        probe_counts = count_figures({
+            **_probe_figures(rows),
+            "emitted_probe_rows": Where(rows, is_ready),
+            "pending_rows": Where(rows, rowtime_ms > threshold),
+            "null_rowtime_rows": Where(rows, F.col(self.plan.probe_time).isNull()),
+            "behind_horizon": Where(rows, is_ready & behind_horizon),
+        })
+        rows = rows.drop(_HELD)
+        ready = reused(rows.where(is_ready))
         pending = rows.where(rowtime_ms > threshold)
         nulls = rows.where(F.col(self.plan.probe_time).isNull())
 
@@ -94,13 +107,12 @@ class TemporalJoinOperator(Operator):
         new_events = build_rows.where(F.col("__tj_new")).drop("__tj_new")
         events = reused(build_rows.drop("__tj_new"))
 
-        horizon = context.checkpoint.horizon
         if horizon is None:
             matched = matched_versions(self.plan, ready, events)
         else:
-            fresh, late = ready.where(rowtime_ms > horizon), ready.where(rowtime_ms <= horizon)
+            fresh, late = ready.where(~behind_horizon), ready.where(behind_horizon)
             from_history = None
-            if late.limit(1).count():
+            if probe_counts["behind_horizon"]:
                 answered, from_history = self._late_rows(context, late, events, new_events,
                                                          horizon)
                 fresh = fresh.unionByName(answered)
@@ -113,19 +125,24 @@ class TemporalJoinOperator(Operator):
             retained_versions(events, self.plan.build_keys, self.build_time, threshold)
         )
         late_rows = side_table_rows(nulls, LateReason.NULL_ROWTIME)
-        figures = _figures(probe, build, ready, matched, pending, late_rows, retained)
+        figures = _figures(build, matched, retained, probe_counts)
+        # Nothing new to append to the history (a first run or a refresh writes it anyway)
+        appends_nothing = not figures["build_rows_in"] and horizon is not None
         return Step(
             output=output,
             late=late_rows,
             state={"pending": pending, "versions": retained},
-            history=sorted_for_lookups(new_events, self.plan, figures["build_rows_in"]),
+            history=None if appends_nothing else sorted_for_lookups(
+                new_events, self.plan, figures["build_rows_in"]
+            ),
             figures=figures,
         )
 
     def _processing_time_step(
         self, context: RunContext, probe: InputRead, build: InputRead
     ) -> Step:
-        rows = reused(_with_pending(context, probe.rows))
+        marked = reused(_with_pending(context, probe.rows))
+        rows = marked.drop(_HELD)
         previous = context.state("latest")
         events = without_annotations(build.rows)
         if previous is not None:
@@ -134,7 +151,8 @@ class TemporalJoinOperator(Operator):
             latest = reused(first_versions(events, self.plan.build_keys, self.plan.build_time))
         else:
             latest = reused(latest_versions(events, self.plan.build_keys))
-        if build.watermark.use_processing_time:
+        releasing = build.watermark.use_processing_time
+        if releasing:
             ready, pending, reason = rows, rows.limit(0), None
         else:
             ready, pending = rows.limit(0), rows
@@ -145,11 +163,15 @@ class TemporalJoinOperator(Operator):
             )
         matched = reused(matched_latest(self.plan, ready, latest))
         output = join_query(self.plan, without_annotations(ready), matched, changelog=True)
-        late_rows = side_table_rows(rows.limit(0), LateReason.NULL_ROWTIME)
-        figures = _figures(probe, build, ready, matched, pending, late_rows, latest)
+        figures = _figures(build, matched, latest, {
+            **_probe_figures(marked),
+            "emitted_probe_rows": Where(marked, F.lit(releasing)),
+            "pending_rows": Where(marked, F.lit(not releasing)),
+            "null_rowtime_rows": 0,
+        })
         return Step(
             output=output,
-            late=late_rows,
+            late=side_table_rows(rows.limit(0), LateReason.NULL_ROWTIME),
             state={"pending": pending, "latest": latest},
             history=None,
             figures=figures,
@@ -223,25 +245,41 @@ def _build_table(catalog: Catalog, build: TableSpec | ViewSpec) -> TableSpec:
     return source
 
 
+_HELD = "__tj_held"
+"""Marks the probe rows held from earlier runs (pending state) among a run's probe rows."""
+
+
 def _with_pending(context: RunContext, new_rows: DataFrame) -> DataFrame:
+    """The probe rows held from earlier runs and `new_rows`, the former marked `_HELD`."""
     pending = context.state("pending")
-    return new_rows if pending is None else pending.unionByName(new_rows)
+    new_rows = new_rows.withColumn(_HELD, F.lit(False))
+    return new_rows if pending is None else pending.withColumn(_HELD, F.lit(True)).unionByName(
+        new_rows
+    )
+
+
+def _probe_figures(marked: DataFrame) -> dict[str, Where]:
+    """The run's new probe rows among `marked` (`_with_pending`'s), and the late ones."""
+    new = ~F.col(_HELD)
+    return {
+        "probe_rows_in": Where(marked, new),
+        "late_probe_rows": Where(marked, new & F.col(LATE_COLUMN)),
+    }
 
 
 def _figures(
-    probe: InputRead, build: InputRead, ready: DataFrame, matched: DataFrame,
-    pending: DataFrame, late: DataFrame, kept_versions: DataFrame,
+    build: InputRead, matched: DataFrame, kept_versions: DataFrame,
+    probe: Mapping[str, int | DataFrame | Where],
 ) -> RunFigures:
-    """The run's figures, counted in one Spark job."""
-    counts = count_figures({
-        "probe_rows_in": probe.rows,
+    """The run's figures, counted in one Spark job: the build side's, and the probe side's
+    `probe` counts (counted already, or counted in the same job)."""
+    counted = {name: value for name, value in probe.items() if not isinstance(value, int)}
+    counts = {name: value for name, value in probe.items() if isinstance(value, int)}
+    counts |= count_figures({
+        **counted,
         "build_rows_in": build.rows,
-        "late_probe_rows": Where(probe.rows, F.col(LATE_COLUMN)),
         "late_build_rows": Where(build.rows, F.col(LATE_COLUMN)),
-        "emitted_probe_rows": ready,
         "matched_rows": matched,
-        "pending_rows": pending,
-        "null_rowtime_rows": late,
         "kept_versions": kept_versions,
     })
     return {
