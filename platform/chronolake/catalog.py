@@ -28,10 +28,10 @@ from chronolake.joins.temporal import (
 )
 from chronolake.joins.versions import first_versions, forward_newer_versions
 from chronolake.lake import LakeBackend, backend_for
-from chronolake.lake.layout import CATALOG_ROOT, output_path
+from chronolake.lake.layout import catalog_dir, output_path, table_location
 from chronolake.lake.reader import latest_per_key
 from chronolake.lake.stamps import latest_recorded_watermark
-from chronolake.lake.storage import Storage, as_location, join
+from chronolake.lake.storage import Storage, as_location
 from chronolake.lake.tables import stored_schema
 from chronolake.relations import changelog_dataframe, relation_dataframe
 from chronolake.runtime.removal import (
@@ -276,9 +276,7 @@ class Catalog:
 
     def table_path(self, spec: TableSpec) -> str | Path:
         """Where a table's Delta data lives: its `path` option, relative to the lake root."""
-        if isinstance(self.root, Path):
-            return (self.root / spec.options.path).resolve()
-        return join(self.root, spec.options.path)
+        return table_location(self.root, spec.options.path)
 
     def source_spec(self, name: str) -> Spec:
         """What `name` is when read: a table, a derived view's output table (its latest
@@ -534,7 +532,7 @@ def load_entries(root: str | os.PathLike[str]) -> dict[str, CatalogEntry]:
 def _entries(root: str | os.PathLike[str]) -> Storage:
     """The folder of a lake's catalog entries: `<name>.json` each, `<name>.dropping` while a
     drop removes it."""
-    return Storage(join(root, CATALOG_ROOT.as_posix()))
+    return Storage(catalog_dir(root))
 
 
 def _entry_name(name: str) -> str:

@@ -22,6 +22,12 @@ LOGS_ROOT = SYSTEM_ROOT / "logs"
 LAST_ERROR_NAME = "last-error.json"
 
 
+def table_location(root: Location, path: str) -> str | Path:
+    """Where a declared table's Delta data is: its `path` option, relative to the lake (a
+    folder resolved, as Spark and delta-rs are handed absolute paths)."""
+    return (root / path).resolve() if isinstance(root, Path) else join(root, path)
+
+
 def output_path(root: Location, name: str) -> str | Path:
     """Where a view's rows are materialized: `_chronolake/views/<name>` under the lake."""
     return join(root, _key(VIEWS_ROOT, name))
@@ -55,6 +61,11 @@ def late_path(root: Location, name: str) -> str | Path:
 def state_path(root: Location, name: str) -> str | Path:
     """Where a derived table's state, checkpoints and intents live: `_chronolake/state/<name>`."""
     return join(root, _key(STATE_ROOT, name))
+
+
+def catalog_dir(root: Location) -> str | Path:
+    """Where the lake's catalog entries are: `_chronolake/catalog/`."""
+    return join(root, CATALOG_ROOT.as_posix())
 
 
 def lock_dir(root: Location) -> str | Path:
