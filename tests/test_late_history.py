@@ -33,6 +33,7 @@ from chronolake.joins.history import (
 )
 from chronolake.joins.temporal import matched_versions
 from chronolake.joins.versions import retained_versions
+from chronolake.lake.layout import history_path, late_path
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.stored import from_stored
 from chronolake.sql.temporal import TemporalJoinPlan, plan_temporal_join
@@ -364,3 +365,33 @@ def test_late_rows_state_answers_meet_the_version_the_history_gives(
     counts = (answered.count(), len(from_state), older.count())
     assert counts[0] + counts[2] == late.count()
     assert counts[0] > 20 and counts[1] > 10 and counts[2] > 10, counts  # both kinds occur
+
+
+def test_a_run_without_late_rows_or_new_build_events_appends_nothing_to_them(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """The figures prove the side table's and the history's appends empty: no job and no
+    commit for them; the first run still creates the side table, so readers find it."""
+    catalog = _catalog(tmp_path, spark)
+    write_commits(tmp_path / "rates", _history_commits(), schema=_RATES, cdf=False)
+    write_commits(tmp_path / "orders", [[_order(1, "EUR", 125)]], schema=_ORDERS, cdf=False)
+    table = DerivedTable(catalog, "enriched")
+    table.run()
+    late = DeltaTable(str(late_path(tmp_path, "enriched")))
+    history = DeltaTable(str(history_path(tmp_path, "enriched")))
+    assert late.to_pyarrow_table().num_rows == 0
+    versions = late.version(), history.version()
+
+    write_commits(tmp_path / "orders", [[_order(2, "EUR", 126)]], schema=_ORDERS, cdf=False)
+    second = table.run()
+    assert (second.figures["late_rows"], second.figures["build_rows_in"]) == (0, 0)
+    late.update_incremental()
+    history.update_incremental()
+    assert (late.version(), history.version()) == versions
+
+    write_commits(tmp_path / "rates", [[_rate("EUR", 300, 130)]], schema=_RATES, cdf=False)
+    write_commits(tmp_path / "orders", [[_order(3, "EUR", 140)]], schema=_ORDERS, cdf=False)
+    third = table.run()  # watermark min(140 - 5, 130): orders 1 and 2 are emitted
+    history.update_incremental()
+    assert third.figures["build_rows_in"] == 1 and history.version() == versions[1] + 1
+    assert _emitted(tmp_path) == {1: 210, 2: 210}  # EUR's version from 110

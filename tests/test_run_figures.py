@@ -22,5 +22,10 @@ def test_an_undeclared_or_negative_figure_is_refused(figures: dict[str, int]) ->
         _result(figures)
 
 
-def test_level_figures_are_declared() -> None:
+def test_level_figures_are_declared_and_every_held_count_is_one() -> None:
+    """A figure of what the operator holds after a step is a level: a ticked run reports the
+    last tick's, not the sum over its ticks."""
     assert set(RunFigures.__annotations__) >= LEVEL_FIGURES
+    held = {name for name in RunFigures.__annotations__
+            if name.endswith("state_rows") or name in {"pending_rows", "open_windows"}}
+    assert held == LEVEL_FIGURES

@@ -32,6 +32,7 @@ from chronolake.lake.upserts import final_rows
 from chronolake.runtime.attempt import RunPlan, begin_writing, pass_commit_point
 from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore, InputPosition, RunIntent
 from chronolake.runtime.faults import FaultPoint, fault_point
+from chronolake.runtime.figures import run_figures
 from chronolake.runtime.inputs import (
     SNAPSHOT_PHASE,
     ChangelogRead,
@@ -312,7 +313,7 @@ class DerivedTable:
         output_version, output_figures = self._write(
             plan, step, output_ms, replace=intent.full_refresh
         )
-        figures = {**step.figures, **output_figures}
+        figures = run_figures({**step.figures, **output_figures})  # refused before the commit
         checkpoint = Checkpoint(
             run=number,
             inputs={name: read.position for name, read in reads.items()},

@@ -51,7 +51,7 @@ class RunFigures(TypedDict, total=False):
     probe_rows_in: Annotated[int, _count("Probe rows read.")]
     build_rows_in: Annotated[int, _count("Build-side (versioned table) changes read.")]
     late_probe_rows: Annotated[int, _count(
-        "Probe rows behind the watermark when read, still joined from the history."
+        "Probe rows behind the watermark when read, still joined (from state or the history)."
     )]
     late_build_rows: Annotated[int, _count(
         "Build changes behind the watermark when read, kept in the history for late probes."
@@ -93,7 +93,9 @@ class RunFigures(TypedDict, total=False):
     )]
 
 
-LEVEL_FIGURES = frozenset({"pending_rows", "state_rows", "open_windows"})
+LEVEL_FIGURES = frozenset(
+    {"pending_rows", "state_rows", "left_state_rows", "right_state_rows", "open_windows"}
+)
 """Figures that say what the operator holds after a step: a ticked run reports the last
 tick's; every other figure counts rows passing through, and is summed over the ticks."""
 

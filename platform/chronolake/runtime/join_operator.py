@@ -271,8 +271,8 @@ def _figures(
     build: InputRead, matched: DataFrame, kept_versions: DataFrame,
     probe: Mapping[str, int | DataFrame | Where],
 ) -> RunFigures:
-    """The run's figures, counted in one Spark job: the build side's, and the probe side's
-    `probe` counts (counted already, or counted in the same job)."""
+    """The run's figures: the build side's counted in one Spark job, with the probe side's
+    `probe` (counts already taken, or frames counted in the same job)."""
     counted = {name: value for name, value in probe.items() if not isinstance(value, int)}
     counts = {name: value for name, value in probe.items() if isinstance(value, int)}
     counts |= count_figures({
