@@ -8,6 +8,7 @@ over one day (TIMESTAMP_NTZ), so equal version times of one key occur, as do `-U
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -21,6 +22,7 @@ START_MS = 1_704_067_200_000  # 2024-01-01T00:00:00
 ROWS_PER_COMMIT = 1_000
 # Small row groups, as a lake of many files has: every engine can scan in parallel.
 ROW_GROUP_ROWS = 131_072
+MANIFEST = "bench.json"
 
 
 class Skew(StrEnum):
@@ -86,7 +88,23 @@ def generate(folder: Path, *, rows: int, skew: Skew, keys: int = 1_000, seed: in
     )
     pq.write_table(orders, data.orders, row_group_size=ROW_GROUP_ROWS)
     pq.write_table(rates, data.rates, row_group_size=ROW_GROUP_ROWS)
+    manifest = {"rows": rows, "changelog_rows": changelog_rows, "keys": keys, "skew": str(skew)}
+    (folder / MANIFEST).write_text(json.dumps(manifest))
     return data
+
+
+def load(folder: Path) -> BenchData:
+    """The data `generate` wrote under `folder`: a run in another process reads the same
+    files instead of generating them again."""
+    manifest = json.loads((folder / MANIFEST).read_text())
+    return BenchData(
+        orders=folder / "orders.parquet",
+        rates=folder / "rates.parquet",
+        rows=manifest["rows"],
+        changelog_rows=manifest["changelog_rows"],
+        keys=manifest["keys"],
+        skew=Skew(manifest["skew"]),
+    )
 
 
 def _keys(rng: np.random.Generator, n: int, keys: int, skew: Skew) -> np.ndarray:

@@ -29,7 +29,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _data import BenchData, Skew, generate  # noqa: E402
+from _data import BenchData, Skew, generate, load  # noqa: E402
 
 from chronolake.joins import AsOfTuning, join_valid_versions  # noqa: E402
 from chronolake.spark_session import local_spark_session  # noqa: E402
@@ -217,7 +217,8 @@ def _normalized(values: tuple | Column) -> Checksum:
 # --- the run ----------------------------------------------------------------------------------
 
 
-def _variants(rows: int, skew: Skew, range_join_max_hot_rows: int) -> dict[str, Variant]:
+def variants(rows: int, skew: Skew, range_join_max_hot_rows: int) -> dict[str, Variant]:
+    """Every variant that runs at this size and skew, by name."""
     variants: dict[str, Variant] = {
         "chronolake": _chronolake(AsOfTuning()),
         "chronolake (shuffled)": _chronolake(AsOfTuning(broadcast_max_rows=0)),
@@ -245,23 +246,30 @@ def main() -> None:
         default=1_000_000,
         help="skip the range join above this many rows with --skew hot",
     )
+    parser.add_argument(
+        "--data", type=Path, help="join the data `_data.generate` wrote here (ignores --rows etc.)"
+    )
+    parser.add_argument("--json", type=Path, help="write the report here instead of results/")
     args = parser.parse_args()
+    prepared = load(args.data) if args.data else None
+    if prepared:
+        args.rows, args.skew, args.keys = prepared.rows, prepared.skew, prepared.keys
     spark = local_spark_session("chronolake-bench")
-    variants = _variants(args.rows, args.skew, args.range_join_max_hot_rows)
+    chosen = variants(args.rows, args.skew, args.range_join_max_hot_rows)
     if args.only:
-        variants = {name: run for name, run in variants.items() if name in args.only}
+        chosen = {name: run for name, run in chosen.items() if name in args.only}
     with tempfile.TemporaryDirectory(prefix="chronolake-bench-") as folder:
         warmup = generate(Path(folder) / "warmup", rows=WARMUP_ROWS, skew=args.skew, keys=args.keys)
-        for run in variants.values():
+        for run in chosen.values():
             run(spark, warmup)  # JIT and first-job costs stay out of the timed runs
-        data = generate(Path(folder), rows=args.rows, skew=args.skew, keys=args.keys)
+        data = prepared or generate(Path(folder), rows=args.rows, skew=args.skew, keys=args.keys)
         print(f"rows={data.rows} changelog={data.changelog_rows} keys={data.keys} skew={data.skew}")
-        results = {name: _time(run, spark, data, args.repeat) for name, run in variants.items()}
-    report = _report(data, args.repeat, results)
+        results = {name: _time(run, spark, data, args.repeat) for name, run in chosen.items()}
+    report = _report(data, args.repeat, results) | {"peak_memory_mb": _peak_memory_mb(spark)}
     _print(report)
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = RESULTS / f"temporal_join-{data.rows}-{data.skew}-{stamp}.json"
+    path = args.json or RESULTS / f"temporal_join-{data.rows}-{data.skew}-{stamp}.json"
     path.write_text(json.dumps(report, indent=2))
     print(f"written {path}")
     if not report["checksums_agree"]:
@@ -285,10 +293,54 @@ def _time(run: Variant, spark: SparkSession, data: BenchData, repeat: int) -> di
 
 
 def _cpu_seconds(spark: SparkSession) -> float:
-    """CPU time of this process (DuckDB, polars) plus Spark's JVM: less hurt by a busy machine."""
-    jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[union-attr]
-    fields = Path(f"/proc/{jvm}/stat").read_text().rsplit(")", 1)[1].split()
-    return time.process_time() + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU time of this process (DuckDB, polars) plus Spark's JVMs (the driver's, and a
+    cluster's executors'): less hurt by a busy machine than seconds."""
+    jvms = [_jvm_pid(spark), *_executor_pids(spark)]
+    return time.process_time() + sum(map(_jvm_cpu_seconds, jvms))
+
+
+def _jvm_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _jvm_pid(spark: SparkSession) -> int:
+    return spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[union-attr]
+
+
+def _peak_memory_mb(spark: SparkSession) -> dict[str, int | None]:
+    """Peak resident memory so far (the kernel's high-water mark, `VmHWM`) of this Python
+    process (where DuckDB and polars run), of Spark's driver JVM and of its executors' JVMs
+    together, in MiB; it covers every variant this process ran. In local mode the executor
+    is a thread pool in the driver's JVM (`executors` is None)."""
+    executors = _executor_pids(spark)
+    return {
+        "python": _high_water_mb(os.getpid()),
+        "driver_jvm": _high_water_mb(_jvm_pid(spark)),
+        "executors": sum(map(_high_water_mb, executors)) if executors else None,
+    }
+
+
+def _executor_pids(spark: SparkSession) -> list[int]:
+    """The executor JVMs of this application on this machine (a standalone cluster's run
+    here too); none in local mode."""
+    app = spark.sparkContext.applicationId
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_text() if entry.name.isdigit() else ""
+        except OSError:
+            continue  # it ended while listed
+        if "CoarseGrainedExecutorBackend" in command and app in command:
+            found.append(int(entry.name))
+    return found
+
+
+def _high_water_mb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) // 1024
+    raise RuntimeError(f"process {pid} reports no VmHWM")
 
 
 def _report(data: BenchData, repeat: int, results: dict[str, dict]) -> dict:
@@ -336,6 +388,7 @@ def _print(report: dict) -> None:
         print(f"{name:<24}{result['median_s']:>10.3f}{ratio:>11}{cpu:>9.2f}  {result['runs_s']}")
     print(f"chronolake vs fastest Spark plan: {report['chronolake_vs_fastest_spark_plan']}x")
     print(f"checksums agree: {report['checksums_agree']}  (load average {report['load_average']})")
+    print(f"peak resident memory of this run's processes (MiB): {report['peak_memory_mb']}")
 
 
 if __name__ == "__main__":

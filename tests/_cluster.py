@@ -73,9 +73,12 @@ def free_ports(count: int) -> list[int]:
 
 
 @contextmanager
-def standalone_cluster(directory: Path, *, workers: int = WORKERS) -> Iterator[Cluster]:
-    """A master and `workers` workers (1 core, 1 GiB each) until the block ends; their logs
-    and work dirs under `directory`. Each daemon is its own process group, killed on exit."""
+def standalone_cluster(
+    directory: Path, *, workers: int = WORKERS, worker_memory: str = "1g"
+) -> Iterator[Cluster]:
+    """A master and `workers` workers (1 core and `worker_memory` each) until the block ends;
+    their logs and work dirs under `directory`. Each daemon is its own process group, killed
+    on exit."""
     directory.mkdir(parents=True, exist_ok=True)
     port, web, *worker_webs = free_ports(2 + workers)
     cluster = Cluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{web}")
@@ -86,7 +89,7 @@ def standalone_cluster(directory: Path, *, workers: int = WORKERS) -> Iterator[C
         for number in range(workers):
             daemons.append(_daemon(
                 directory / f"worker-{number}.log", env, "worker.Worker",
-                "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
+                "--host", "127.0.0.1", "--cores", "1", "--memory", worker_memory,
                 "--webui-port", str(worker_webs[number]),
                 "--work-dir", str(directory / f"work-{number}"),
                 cluster.url,
