@@ -34,11 +34,15 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 from _cluster import cluster_settings, code_zip, standalone_cluster  # noqa: E402
 from _data import Skew, generate  # noqa: E402
-from temporal_join import BASELINE, RANGE_JOIN, RESULTS, variants  # noqa: E402
+from temporal_join import (  # noqa: E402
+    BASELINE,
+    RANGE_JOIN,
+    RANGE_JOIN_MAX_HOT_ROWS,
+    RESULTS,
+    variants,
+)
 
 DUCKDB = "duckdb asof"
-RANGE_JOIN_MAX_HOT_ROWS = 1_000_000
-"""The range join on a hot key is a cartesian product per key: 57 s a run at 1M."""
 
 
 def main() -> None:
