@@ -222,7 +222,7 @@ def _normalized(values: tuple | Column) -> Checksum:
 
 def variants(rows: int, skew: Skew, range_join_max_hot_rows: int) -> dict[str, Variant]:
     """Every variant that runs at this size and skew, by name."""
-    variants: dict[str, Variant] = {
+    every: dict[str, Variant] = {
         "chronolake": _chronolake(AsOfTuning()),
         "chronolake (shuffled)": _chronolake(AsOfTuning(broadcast_max_rows=0)),
         BASELINE: _window_plan,
@@ -231,8 +231,8 @@ def variants(rows: int, skew: Skew, range_join_max_hot_rows: int) -> dict[str, V
         "polars join_asof": _polars,
     }
     if skew is Skew.HOT and rows > range_join_max_hot_rows:
-        del variants[RANGE_JOIN]  # a per-key cartesian on the hot key: minutes
-    return variants
+        del every[RANGE_JOIN]  # a per-key cartesian on the hot key: minutes
+    return every
 
 
 def main() -> None:
