@@ -85,22 +85,24 @@ def main() -> None:
                     _print(curve[-1])
                     _write(path, curve, spark="standalone cluster" if args.cluster else "local[*]")
     print(f"written {path}")
-    agree = all(point["checksums_agree"] for point in curve)
-    if not agree:
+    if not _agree(curve):
         sys.exit("variants disagree: see the checksums above")
 
 
 def _write(path: Path, curve: list[dict], *, spark: str) -> None:
     """The curve so far, written after every point: a long run interrupted keeps its points."""
-    agree = all(point["checksums_agree"] for point in curve)
     report = {
         "benchmark": "scale_curve",
         "cpus": os.cpu_count(),
         "spark": spark,
-        "checksums_agree": agree,
+        "checksums_agree": _agree(curve),
         "points": curve,
     }
     path.write_text(json.dumps(report, indent=2))
+
+
+def _agree(curve: list[dict]) -> bool:
+    return all(point["checksums_agree"] for point in curve)
 
 
 @contextmanager
@@ -121,12 +123,12 @@ def _cluster(folder: Path, executor_memory: str) -> Iterator[dict[str, str]]:
 
 
 def _point(
-    folder: Path, rows: int, skew: Skew, variants: list[str], repeat: int, env: Mapping[str, str]
+    folder: Path, rows: int, skew: Skew, names: list[str], repeat: int, env: Mapping[str, str]
 ) -> dict:
     """One size and skew: its data generated once, then each variant in a fresh process."""
     data = generate(folder / f"{rows}-{skew}", rows=rows, skew=skew)
     results = {}
-    for variant in variants:
+    for variant in names:
         out = folder / "report.json"
         subprocess.run(
             [
