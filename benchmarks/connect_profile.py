@@ -74,10 +74,15 @@ class RequestLog:
         return totals
 
 
+HELPERS = frozenset({"reused"})
+"""Shared helpers whose requests are named by their caller's line instead."""
+
+
 def _call_site() -> str:
-    """The innermost chronolake line on the stack (the code that sent the request)."""
+    """The innermost chronolake line on the stack (the code that sent the request), past
+    the shared `HELPERS`."""
     for frame in reversed(traceback.extract_stack()[:-3]):
-        if "/chronolake/" in frame.filename:
+        if "/chronolake/" in frame.filename and frame.name not in HELPERS:
             return f"{frame.filename.split('/chronolake/')[1]}:{frame.lineno} {frame.name}"
     return "(outside chronolake)"
 

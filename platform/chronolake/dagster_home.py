@@ -1,10 +1,9 @@
 """The reference platform's Dagster instance (`.dagster-home/`) and its `dagster.yaml`.
 
 Telemetry off and no community pop-up in the UI, so that `dagster dev` in the tour starts
-clean (and Dagster does not say that it found no dagster.yaml), and a run queue that
-launches a run within a second. `./dev` writes it with
-`python -m chronolake.dagster_home .dagster-home`; `chronolake demo` does when it makes
-the home.
+clean (and Dagster does not say that it found no dagster.yaml), and runs launched at once.
+`./dev` writes it with `python -m chronolake.dagster_home .dagster-home`; `chronolake demo`
+does when it makes the home.
 """
 
 from __future__ import annotations
@@ -26,15 +25,22 @@ INSTANCE_SETTINGS: dict[str, dict[str, Any]] = {
 """Dagster instance settings (`dagster._core.instance.config`): no usage statistics sent,
 and no "new user experience" pop-up (the community invitation) in the UI."""
 
-QUICK_QUEUE: dict[str, Any] = {
+IMMEDIATE_LAUNCH: dict[str, Any] = {
+    "module": "dagster.core.run_coordinator",
+    "class": "DefaultRunCoordinator",
+}
+"""How `dagster dev` starts a run: at once, from the UI's request, instead of through Dagster's
+queue, which its daemon looks at every few seconds (five by default, one at the least): a
+small run takes about as long as that wait (`benchmarks/ui_runs.py`). A second run of the
+same table started meanwhile is refused by the table's run lock, not queued. Set only where
+the instance configures no queue of its own."""
+_QUEUE_SETTINGS = ("run_coordinator", "run_queue", "concurrency")
+_EARLIER_DEFAULT = {
     "module": "dagster.core.run_coordinator",
     "class": "QueuedRunCoordinator",
     "config": {"dequeue_interval_seconds": 1},
 }
-"""The run queue of `dagster dev`, looked at every second instead of Dagster's default five:
-a run launched from the UI otherwise waits 0-5 s in the queue, as long as a small run takes
-(`benchmarks/ui_runs.py`). Set only where the instance configures no queue of its own."""
-_QUEUE_SETTINGS = ("run_coordinator", "run_queue", "concurrency")
+"""The queue earlier versions wrote as their default: replaced, as not the user's choice."""
 
 
 def write_instance_settings(home: Path) -> Path:
@@ -45,8 +51,9 @@ def write_instance_settings(home: Path) -> Path:
     merged = {**settings}
     for key, defaults in INSTANCE_SETTINGS.items():
         merged[key] = {**defaults, **(settings.get(key) or {})}
-    if not any(key in settings for key in _QUEUE_SETTINGS):
-        merged["run_coordinator"] = QUICK_QUEUE
+    ours = settings.get("run_coordinator") == _EARLIER_DEFAULT
+    if ours or not any(key in settings for key in _QUEUE_SETTINGS):
+        merged["run_coordinator"] = IMMEDIATE_LAUNCH
     if merged != settings or not home_storage.exists(path.name):
         home_storage.write_text(path.name, yaml.safe_dump(merged, sort_keys=False))
     return path

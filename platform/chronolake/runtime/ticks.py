@@ -155,8 +155,10 @@ def step_ticks(
         combined = combined_watermark(reads.values(), with_idleness=tick == ticked.count - 1)
         output_ms = watermark_ms(context.checkpoint, combined)
         step = operator.step(context, reads, combined, output_ms)
-        # Lazy: the next tick's first job materializes it and cuts the lineage there.
-        state = {role: reused(frame) for role, frame in step.state.items()}
+        # Lazy: the next tick's first job materializes it and cuts the lineage there (the
+        # last tick's is only written, once).
+        last = tick == ticked.count - 1
+        state = {role: frame if last else reused(frame) for role, frame in step.state.items()}
         outputs.append(step.output)
         late.append(step.late)
         if step.history is not None:

@@ -293,14 +293,6 @@ class WatermarkAssigner(BaseModel):
         strategy_node = parse_expression(
             self.strategy, what=f"watermark strategy of WATERMARK FOR {self.rowtime}"
         )
-        rowtime_type = self._type_of(changelog, self.rowtime_column(), what="rowtime")
-        if not is_timestamp(rowtime_type):
-            msg = (
-                f"rowtime {self.rowtime!r} is {rowtime_type.simpleString().upper()}; the rowtime "
-                "must be TIMESTAMP(3) or TIMESTAMP_LTZ(3); derive one in a computed column, e.g. "
-                f"`rt AS TO_TIMESTAMP({self.rowtime})`, and declare the watermark on it"
-            )
-            raise DefinitionError(msg)
         if self.is_system_watermark:
             generated = F.col(COMMIT_TIMESTAMP)
             split, tick = F.lit(SINGLE_SPLIT), F.col(COMMIT_VERSION)
@@ -308,7 +300,7 @@ class WatermarkAssigner(BaseModel):
             generated = self._parse(spark_sql(strategy_node), what="watermark strategy")
             split = self._split_column(changelog)
             tick = F.col(self._known(changelog, self.tick, what="tick column")).cast(LongType())
-        generated_type = self._type_of(changelog, generated, what="watermark strategy")
+        rowtime_type, generated_type = self._types_of(changelog, generated)
         check_watermark_type(generated_type, what=f"watermark strategy {self.strategy!r}")
         base = changelog.select(
             "*", split.alias(SPLIT), tick.alias(TICK), generated.alias(GENERATED)
@@ -348,6 +340,28 @@ class WatermarkAssigner(BaseModel):
         except ParseException as error:
             msg = f"{what} {expression!r} is not valid Spark SQL: {error.getMessage()}"
             raise DefinitionError(msg) from None
+
+    def _types_of(self, changelog: DataFrame, generated: Column) -> tuple[DataType, DataType]:
+        """The types of the rowtime and of the `generated` watermark over the changelog, from
+        one analysis (a round trip over Spark Connect); when that fails, each is resolved on
+        its own, the rowtime first, so that the error names the one at fault."""
+        try:
+            fields = changelog.select(self.rowtime_column(), generated).schema.fields
+        except AnalysisException:
+            fields = None
+        rowtime_type = fields[0].dataType if fields else self._type_of(
+            changelog, self.rowtime_column(), what="rowtime"
+        )
+        if not is_timestamp(rowtime_type):
+            msg = (
+                f"rowtime {self.rowtime!r} is {rowtime_type.simpleString().upper()}; the rowtime "
+                "must be TIMESTAMP(3) or TIMESTAMP_LTZ(3); derive one in a computed column, e.g. "
+                f"`rt AS TO_TIMESTAMP({self.rowtime})`, and declare the watermark on it"
+            )
+            raise DefinitionError(msg)
+        if fields:
+            return rowtime_type, fields[1].dataType
+        return rowtime_type, self._type_of(changelog, generated, what="watermark strategy")
 
     def _type_of(self, changelog: DataFrame, column: Column, *, what: str) -> DataType:
         """Resolve `column` against the changelog's schema (analysis only, no Spark job)."""
