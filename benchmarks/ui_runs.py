@@ -13,6 +13,7 @@ one warm-up run first (the first run on a fresh server meets its cold JVM), then
 of each, medians reported. Variants: `dagster dev` (each run starts its own Spark driver)
 and `chronolake dev` (a local Spark Connect server the runs share). Every run's output must
 equal the other variant's at the same step (rows, order ids and amounts), else exit 1.
+Each small change's phases (the run process's start, each step) come from its event log.
 Usage: `.venv/bin/python benchmarks/ui_runs.py --repeat 3`.
 """
 
@@ -31,7 +32,7 @@ import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from dagster import DagsterRunStatus
+from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus
 from dagster_graphql import DagsterGraphQLClient
 from deltalake import DeltaTable
 
@@ -80,8 +81,9 @@ def _serve(command: list[str], env: dict[str, str], log: Path) -> tuple[subproce
     raise RuntimeError(f"{command} did not serve within 300 s; see {log}")
 
 
-def _launched_run(client: DagsterGraphQLClient) -> float:
-    """Seconds from launching `VIEW`'s materialization to the run's success."""
+def _launched_run(client: DagsterGraphQLClient, run_ids: list[str] | None = None) -> float:
+    """Seconds from launching `VIEW`'s materialization to the run's success (its id appended
+    to `run_ids`)."""
     started = time.monotonic()
     run_id = client.submit_job_execution("__ASSET_JOB", asset_selection=[[VIEW]])
     while (status := client.get_run_status(run_id)) not in (
@@ -90,7 +92,33 @@ def _launched_run(client: DagsterGraphQLClient) -> float:
         time.sleep(0.1)
     if status is not DagsterRunStatus.SUCCESS:
         raise RuntimeError(f"run {run_id} ended {status.value}")
+    if run_ids is not None:
+        run_ids.append(run_id)
     return time.monotonic() - started
+
+
+def _phases(home: Path, run_id: str) -> dict[str, float]:
+    """Where a run's time went, from its event log: from its creation to its process's start
+    (`RUN_START`: the launch, the process and the code location's load), each step, and
+    from the last step to the run's success."""
+    instance = DagsterInstance.from_config(str(home))
+    try:
+        events = [(entry.timestamp, entry.dagster_event) for entry in instance.all_logs(run_id)
+                  if entry.dagster_event is not None]
+        created = instance.get_run_record_by_id(run_id).create_timestamp.timestamp()
+    finally:
+        instance.dispose()
+    at = {event.event_type: stamp for stamp, event in events if event.step_key is None}
+    phases = {"to the run's process": at[DagsterEventType.RUN_START] - created}
+    starts: dict[str, float] = {}
+    for stamp, event in events:
+        if event.event_type is DagsterEventType.STEP_START:
+            starts[event.step_key] = stamp
+        elif event.event_type is DagsterEventType.STEP_SUCCESS:
+            phases[event.step_key] = stamp - starts[event.step_key]
+            last = stamp
+    phases["after the steps"] = at[DagsterEventType.RUN_SUCCESS] - last
+    return {name: round(seconds, 2) for name, seconds in phases.items()}
 
 
 def _variant(name: str, template: Path, folder: Path, repeat: int, feeds_from: datetime
@@ -107,16 +135,17 @@ def _variant(name: str, template: Path, folder: Path, repeat: int, feeds_from: d
     client = DagsterGraphQLClient("127.0.0.1", port_number=port)
     try:
         first = _launched_run(client)
-        quiet, changed, sums = [], [], []
+        quiet, changed, sums, changed_ids = [], [], [], []
         for step in range(repeat):
             quiet.append(_launched_run(client))
             feed_demo_lake(lake, seed=step, now=feeds_from + timedelta(minutes=step + 1))
-            changed.append(_launched_run(client))
+            changed.append(_launched_run(client, changed_ids))
             sums.append(_checksum(lake))
     finally:
         stop_process_group(process)
     return {"first_run_s": round(first, 2), "no_new_data_s": [round(s, 2) for s in quiet],
-            "small_change_s": [round(s, 2) for s in changed], "checksums": sums}
+            "small_change_s": [round(s, 2) for s in changed], "checksums": sums,
+            "small_change_phases": [_phases(home, run_id) for run_id in changed_ids]}
 
 
 def main() -> None:
@@ -148,6 +177,8 @@ def main() -> None:
     out = ROOT / "benchmarks" / "results" / f"ui_runs-{datetime.now():%Y%m%d-%H%M}.json"
     out.write_text(json.dumps({"load": load, "repeat": args.repeat, **results}, indent=2))
     print(f"(all runs: {out.relative_to(ROOT)})")
+    for name, result in results.items():
+        print(f"{name}, the last small change's seconds: {result['small_change_phases'][-1]}")
     dagster_sums, warm_sums = (results[name]["checksums"] for name in VARIANTS)
     if dagster_sums != warm_sums:
         sys.exit(f"outputs differ between the variants: {dagster_sums} != {warm_sums}")
