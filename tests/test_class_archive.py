@@ -10,12 +10,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from chronolake.class_archive import ARCHIVE_ENV, archive_path, driver_java_options
-from chronolake.connect_server import server_command
 from chronolake.spark_session import (
     JAVA_OPTIONS_ENV,
     LOCAL_JAVA_OPTIONS,
     LOCAL_SPARK_CONF,
-    SERVER_JAVA_OPTIONS,
     local_spark_conf,
     logging_java_options,
 )
@@ -47,21 +45,6 @@ def test_the_driver_jvm_runs_with_the_local_options(spark: SparkSession) -> None
     runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
     arguments = set(runtime.getInputArguments())
     assert set(LOCAL_JAVA_OPTIONS.split()) <= arguments, arguments
-
-
-def test_a_connect_server_lets_the_jit_compile_its_planner(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """It outlives its runs: the directives that spare a short run's second core would keep
-    its query planning C1-compiled for as long as the UI runs."""
-    monkeypatch.delenv(JAVA_OPTIONS_ENV, raising=False)
-    command = server_command(15002)
-    settings = dict(
-        command[i + 1].split("=", 1) for i, arg in enumerate(command) if arg == "--conf"
-    )
-    options = settings["spark.driver.extraJavaOptions"]
-    assert options.startswith(SERVER_JAVA_OPTIONS), options
-    assert "CompilerDirectivesFile" not in options, options
 
 
 def test_the_jit_directives_load_and_keep_stdout_clean() -> None:

@@ -33,7 +33,7 @@ def server_command(port: int, ui_port: int | None = None) -> list[str]:
     """`spark-submit` for a Connect server on `port`, with the local session's settings; with
     `ui_port`, its Spark UI is on there, where a run counts each stage's Spark jobs
     (`chronolake.dagster.spark_jobs`)."""
-    conf = {**local_spark_conf(server=True), "spark.connect.grpc.binding.port": str(port)}
+    conf = {**local_spark_conf(), "spark.connect.grpc.binding.port": str(port)}
     if ui_port is not None:
         conf |= {"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)}
     command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", "local[*]"]

@@ -78,18 +78,10 @@ the directives it loaded) go to stderr, so that stdout stays the program's, and
 """
 
 
-SERVER_JAVA_OPTIONS = "-XX:+UseParallelGC"
-"""A Spark Connect server's JVM (`chronolake dev`): the throughput collector, and no
-`JIT_DIRECTIVES`. The server outlives its runs, so C2's compilation of the planning code
-pays back: on the same small change, runs on a server without the directives grew faster
-run after run, and ran 20-30% faster by the fifth (`benchmarks/README.md`, Runs launched
-from the UI)."""
-
-
-def java_options(*, server: bool = False) -> str:
-    """The JVM options of a local driver, or of a Connect `server`: `LOCAL_JAVA_OPTIONS` or
-    `SERVER_JAVA_OPTIONS` unless the environment says otherwise."""
-    return os.environ.get(JAVA_OPTIONS_ENV, SERVER_JAVA_OPTIONS if server else LOCAL_JAVA_OPTIONS)
+def java_options() -> str:
+    """The local driver's JVM options: `LOCAL_JAVA_OPTIONS` unless the environment says
+    otherwise."""
+    return os.environ.get(JAVA_OPTIONS_ENV, LOCAL_JAVA_OPTIONS)
 
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -128,13 +120,12 @@ def logging_java_options() -> str:
     return options
 
 
-def local_spark_conf(*, server: bool = False) -> dict[str, str]:
-    """`LOCAL_SPARK_CONF`, plus the driver's JVM options (a Connect `server`'s, or a run's):
-    `java_options`, the logging's (`logging_java_options`) and those that map Spark's class
-    archive once `./dev` has built it (`chronolake.class_archive`)."""
+def local_spark_conf() -> dict[str, str]:
+    """`LOCAL_SPARK_CONF`, plus the driver's JVM options: `java_options`, the logging's
+    (`logging_java_options`) and those that map Spark's class archive once `./dev` has
+    built it (`chronolake.class_archive`)."""
     options = " ".join(
-        o for o in (java_options(server=server), logging_java_options(), driver_java_options())
-        if o
+        o for o in (java_options(), logging_java_options(), driver_java_options()) if o
     )
     return LOCAL_SPARK_CONF | {"spark.driver.extraJavaOptions": options}
 
