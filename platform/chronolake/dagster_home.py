@@ -30,10 +30,10 @@ IMMEDIATE_LAUNCH: dict[str, Any] = {
     "class": "DefaultRunCoordinator",
 }
 """How `dagster dev` starts a run: at once, from the UI's request, instead of through Dagster's
-queue, which its daemon looks at every few seconds (five by default, one at the least): a
-small run takes about as long as that wait (`benchmarks/ui_runs.py`). A second run of the
-same table started meanwhile is refused by the table's run lock, not queued. Set only where
-the instance configures no queue of its own."""
+queue, which its daemon looks at every few seconds (five by default, one at the least). With
+a one-second queue the gain was within the noise of `benchmarks/ui_runs.py`; this is the
+simpler path. A second run of the same table started meanwhile is refused by the table's run
+lock, not queued. Set only where the instance configures no queue of its own."""
 _QUEUE_SETTINGS = ("run_coordinator", "run_queue", "concurrency")
 _EARLIER_DEFAULT = {
     "module": "dagster.core.run_coordinator",
