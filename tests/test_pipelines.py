@@ -26,7 +26,7 @@ from chronolake import Catalog
 from chronolake.cli import main
 from chronolake.clock import ManualClock
 from chronolake.errors import DefinitionError, SourceError
-from chronolake.lake.layout import LATE_ROOT, output_path
+from chronolake.lake.layout import LATE_ROOT, catalog_dir, output_path
 from chronolake.lake.stamps import WATERMARK_KEY, WATERMARK_MILLIS_KEY
 from chronolake.runtime.derived import DerivedTable
 
@@ -213,6 +213,60 @@ def test_a_window_reads_a_filter_view_of_a_temporal_joins_output(lake: Catalog) 
     assert [(r["window_start"], r["orders"], r["cents"]) for r in rows] == [(_at(0), 1, 500)]
     assert lake.spec("big_eur").rowtime == "order_time"
     assert lake.spec("big_eur").primary_key == ("order_id",)
+
+
+def test_a_derived_table_keeps_its_bound_plan_and_later_runs_reuse_it(
+    lake: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run binds a view's query to what it reads once (a plain view read through costs
+    Spark an analysis) and keeps the plan in the view's catalog entry; later runs, in
+    other processes too, run from it until a registration it was bound against changes."""
+    lake.execute(
+        "CREATE VIEW big_eur AS SELECT e.order_id, e.order_time, e.amount "
+        "FROM enriched AS e WHERE e.currency = 'EUR' AND e.amount >= 15"
+    )
+    lake.execute(
+        "CREATE VIEW hourly_big AS SELECT window_start, window_end, SUM(amount) AS amount "
+        "FROM TABLE(TUMBLE(TABLE big_eur, DESCRIPTOR(order_time), INTERVAL '1' HOUR)) "
+        "GROUP BY window_start, window_end"
+    )
+    root = lake.root
+    write_commits(root / "rates", [[_rate("EUR", 3, 30)]])
+    write_commits(root / "orders", [[_order(3, 30, 40)]])
+    DerivedTable(lake, "enriched").run()
+    DerivedTable(lake, "hourly_big").run()
+    stored = lake.entry("hourly_big").plan
+    assert stored is not None
+    assert set(stored.bound_against) == {"big_eur", "enriched", "orders", "rates"}
+    assert stored.plan.source.name == "big_eur"  # the plain view, bound to its schema
+
+    def bound_again(self: Catalog, query: str) -> None:
+        raise AssertionError(f"bound again: {query}")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Catalog, "operator_inputs", bound_again)
+        write_commits(root / "rates", [[_rate("EUR", 3, 70)]])
+        write_commits(root / "orders", [[_order(4, 40, 65)]])  # hour 9 closes
+        again = Catalog(root, lake.spark)
+        DerivedTable(again, "enriched").run()
+        assert DerivedTable(again, "hourly_big").run().figures["rows_out"] == 1
+    rows = lake.sql("SELECT window_start, amount FROM hourly_big").collect()
+    assert [(r["window_start"], r["amount"]) for r in rows] == [(_at(0), 50)]
+
+    # a changed registration, or a plan that no longer loads (another chronolake version),
+    # is bound anew by the next run and kept again
+    entry_file = Path(catalog_dir(root)) / "hourly_big.json"
+    entry = json.loads(entry_file.read_text())
+    entry["plan"]["bound_against"]["big_eur"] = "another definition"
+    entry_file.write_text(json.dumps(entry))
+    assert lake.entry("hourly_big").plan != stored
+    DerivedTable(lake, "hourly_big").run()
+    assert lake.entry("hourly_big").plan == stored
+    entry["plan"] = {"format": 0, "plan": "from another version"}
+    entry_file.write_text(json.dumps(entry))
+    assert lake.entry("hourly_big").plan is None
+    DerivedTable(lake, "hourly_big").run()
+    assert lake.entry("hourly_big").plan == stored
 
 
 def test_a_temporal_join_probes_a_projection_of_an_updating_table(lake: Catalog) -> None:

@@ -14,7 +14,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
 from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
@@ -55,6 +62,7 @@ from chronolake.sql.existing import (
     unknown_error,
     wrong_kind_error,
 )
+from chronolake.sql.operator_plan import StoredPlan, bind_plan, registration_digest
 from chronolake.sql.query import parse_query, referenced_tables, temporal_joins, to_spark
 from chronolake.sql.temporal import TemporalJoinPlan, TimeMode, plan_temporal_join
 from chronolake.sql.view_kinds import (
@@ -78,6 +86,19 @@ class CatalogEntry(BaseModel):
     table: TableSpec | None = Field(None, description="Set for tables.")
     view: ViewSpec | None = Field(None, description="Set for views.")
     statement: str | None = Field(None, description="The DDL text, when declared in SQL.")
+    plan: StoredPlan | None = Field(
+        None, description="A derived table's operator plan, kept by a run (`operator_plan`)."
+    )
+
+    @field_validator("plan", mode="wrap")
+    @classmethod
+    def _plan_or_none(cls, value: object, handler: ValidatorFunctionWrapHandler) -> object:
+        """A plan stored by another chronolake version that no longer loads is bound anew: it
+        never keeps the view's registration from loading."""
+        try:
+            return handler(value)
+        except ValidationError:
+            return None
 
     @property
     def spec(self) -> Spec:
@@ -325,6 +346,28 @@ class Catalog:
                 specs[name.lower()] = self._through_view(spec)
         return specs
 
+    def operator_plan(self, view: ViewSpec) -> StoredPlan:
+        """The operator plan of derived table `view`: the one its entry keeps while every
+        registration it was bound against is unchanged, else bound now (`keep_plan` keeps it)."""
+        entries = load_entries(self.root)
+        specs = {name: entry.spec for name, entry in entries.items()}
+        entry = entries.get(view.name.lower())
+        stored = entry.plan if entry is not None and entry.spec == view else None
+        if stored is not None and stored.holds_for(specs):
+            return stored
+        return StoredPlan(
+            bound_against=_registrations_read(view.query, specs),
+            plan=bind_plan(view, self.operator_inputs(view.query)),
+        )
+
+    def keep_plan(self, view: ViewSpec, stored: StoredPlan) -> None:
+        """Keep `stored` in the entry of `view` for its later runs. Called by a run under the
+        view's lock once it checked the registration, so never into a dropped view's entry."""
+        entry = self._entry(view.name)
+        if entry.spec == view and entry.plan != stored:
+            kept = entry.model_copy(update={"plan": stored})
+            self._entries.write_text(_entry_name(view.name), kept.model_dump_json(indent=2))
+
     def _through_view(self, view: ViewSpec) -> TableSpec:
         source_name = plain_source(view.query)
         assert source_name is not None
@@ -527,6 +570,22 @@ def load_entries(root: str | os.PathLike[str]) -> dict[str, CatalogEntry]:
         name: _load(entries, name, entries.read_text(_entry_name(name)) or "")
         for name in _stems(entries, _ENTRY)
     }
+
+
+def _registrations_read(query: str, specs: dict[str, Spec]) -> dict[str, str]:
+    """Each registered table and view `query` reads, directly or through views, with the
+    digest of its registration."""
+    read: dict[str, str] = {}
+    pending = list(referenced_tables(query))
+    while pending:
+        name = pending.pop().lower()
+        spec = specs.get(name)
+        if spec is None or name in read:
+            continue
+        read[name] = registration_digest(spec)
+        if isinstance(spec, ViewSpec):
+            pending += referenced_tables(spec.query)
+    return read
 
 
 def _entries(root: str | os.PathLike[str]) -> Storage:

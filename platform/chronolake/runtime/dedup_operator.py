@@ -25,8 +25,6 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from chronolake.catalog import Catalog
-from chronolake.errors import DefinitionError
 from chronolake.lake.changelog import ARRIVAL_ORDER, POSITION, ROW_KIND, SYSTEM_COLUMNS, RowKind
 from chronolake.relations import through_view_rows
 from chronolake.runtime.inputs import InputRead
@@ -38,9 +36,9 @@ from chronolake.runtime.operator import (
     count_figures,
     reused,
 )
-from chronolake.schema import TableSpec, ViewSpec
+from chronolake.schema import ViewSpec
 from chronolake.schema.spec import KeepRow
-from chronolake.sql.views import kept_row_selects
+from chronolake.sql.operator_plan import DeduplicationPlan
 from chronolake.watermarks.late import LateReason, side_table_rows
 from chronolake.watermarks.watermark import Watermark
 
@@ -54,23 +52,15 @@ _KEPT = "__dd_kept"
 class DeduplicateOperator(Operator):
     """A deduplication view, run incrementally into a changelog table keyed by its key."""
 
-    def __init__(self, catalog: Catalog, view: ViewSpec) -> None:
+    def __init__(self, view: ViewSpec, plan: DeduplicationPlan) -> None:
         dedup = view.deduplication
         assert dedup is not None, "only deduplication views have this operator"
-        source = catalog.operator_inputs(view.query)[dedup.source.lower()]
-        if not isinstance(source, TableSpec):
-            msg = (
-                f"deduplication view {view.name!r} reads {source.name!r}, a view computed as a "
-                "whole on read, whose changes no operator can follow; deduplicate a table, a "
-                "derived table, or a projection or filter of one"
-            )
-            raise DefinitionError(msg)
-        self.source = source
-        self.inputs = (source,)
-        self.event_time = source.watermark is not None
+        self.source = plan.source
+        self.inputs = (plan.source,)
+        self.event_time = plan.source.watermark is not None
         self.key, self.order_by = dedup.key, dedup.order_by
         self.keep_last = dedup.keep is KeepRow.LAST
-        self.selects = kept_row_selects(view.query)
+        self.selects = plan.selects
 
     def step(
         self,

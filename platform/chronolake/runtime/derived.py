@@ -87,7 +87,8 @@ class DerivedTable:
         if not isinstance(view, ViewSpec):
             raise DefinitionError(f"{name!r} is a table; only views are materialized by runs")
         self.view = view
-        self.operator = operator_for(catalog, view)
+        self.bound_plan = catalog.operator_plan(view)
+        self.operator = operator_for(catalog, view, self.bound_plan.plan)
         self.inputs = {spec.name: spec for spec in self.operator.inputs}
         root = catalog.root
         self.output_path = output_path(root, self.name)
@@ -117,7 +118,8 @@ class DerivedTable:
     def _check_registration(self) -> None:
         """Refuse to write when the view was dropped or replaced after this run loaded it (a
         DROP or CREATE OR REPLACE holds the run lock while it removes the view's data, so,
-        under the lock, the registration read now is the one the output must follow)."""
+        under the lock, the registration read now is the one the output must follow); else
+        keep the run's bound plan in it for the runs after."""
         try:
             current = self.catalog.spec(self.name)
         except (ChronolakeError, OSError):  # gone, or its entry moved aside by a drop
@@ -128,6 +130,7 @@ class DerivedTable:
                 f"was written{': run it again' if current is not None else ''}"
             )
             raise RunError(msg)
+        self.catalog.keep_plan(self.view, self.bound_plan)
 
     def prepare(self, *, full_refresh: bool = False) -> RunPlan | None:
         """Fix what the next run reads; None when no input moved (nothing to do).

@@ -53,7 +53,6 @@ from chronolake.sql.interval import (
     IntervalJoinPlan,
     joined_sql,
     parse_condition,
-    plan_interval_join,
 )
 from chronolake.watermarks.assigner import LATE_COLUMN
 from chronolake.watermarks.late import LateReason, side_table_rows
@@ -92,9 +91,8 @@ class IntervalJoinOperator(Operator):
         >>> DerivedTable(catalog, "paid").run()      # doctest: +SKIP
     """
 
-    def __init__(self, catalog: Catalog, view: ViewSpec) -> None:
-        specs = catalog.operator_inputs(view.query)
-        self.plan: IntervalJoinPlan = plan_interval_join(view.query, specs, view=view.name)
+    def __init__(self, catalog: Catalog, view: ViewSpec, plan: IntervalJoinPlan) -> None:
+        self.plan = plan
         # Flink's RowTimeIntervalJoin.getMaxOutputDelay: a pair can be as old as the widest
         # side of the interval behind the watermark that released it.
         self.output_delay_ms = max(-self.plan.lower_ms, self.plan.upper_ms, 0)

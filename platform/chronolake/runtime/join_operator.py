@@ -51,7 +51,7 @@ from chronolake.runtime.operator import (
 )
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.schema.spec import KeepRow
-from chronolake.sql.temporal import TemporalJoinPlan, TimeMode, plan_temporal_join
+from chronolake.sql.temporal import TemporalJoinPlan, TimeMode
 from chronolake.watermarks.assigner import LATE_COLUMN
 from chronolake.watermarks.late import LateReason, side_table_rows
 from chronolake.watermarks.watermark import Watermark
@@ -60,9 +60,8 @@ from chronolake.watermarks.watermark import Watermark
 class TemporalJoinOperator(Operator):
     """A view whose query joins a probe table with a versioned (or regular) build side."""
 
-    def __init__(self, catalog: Catalog, view: ViewSpec) -> None:
-        specs = catalog.operator_inputs(view.query)
-        self.plan: TemporalJoinPlan = plan_temporal_join(view.query, specs)
+    def __init__(self, catalog: Catalog, plan: TemporalJoinPlan) -> None:
+        self.plan = plan
         self.probe = self.plan.probe
         self.build = _build_table(catalog, self.plan.build)
         self.inputs = (self.probe, self.build)

@@ -1,31 +1,25 @@
-"""Which operator runs a view: chosen from the shape of its query."""
+"""Which operator runs a view: the one its bound plan (`sql.operator_plan`) is for."""
 
 from __future__ import annotations
 
 from chronolake.catalog import Catalog
-from chronolake.errors import DefinitionError
 from chronolake.runtime.dedup_operator import DeduplicateOperator
 from chronolake.runtime.interval_operator import IntervalJoinOperator
 from chronolake.runtime.join_operator import TemporalJoinOperator
 from chronolake.runtime.operator import Operator
 from chronolake.runtime.window_operator import WindowAggregateOperator
-from chronolake.schema import ViewKind, ViewSpec
-from chronolake.sql.view_kinds import view_kind
+from chronolake.schema import ViewSpec
+from chronolake.sql.interval import IntervalJoinPlan
+from chronolake.sql.operator_plan import DeduplicationPlan, OperatorPlan
+from chronolake.sql.temporal import TemporalJoinPlan
 
 
-def operator_for(catalog: Catalog, view: ViewSpec) -> Operator:
-    """The operator of an incrementally materialized view."""
-    kind = view_kind(view)
-    if kind is ViewKind.TEMPORAL_JOIN:
-        return TemporalJoinOperator(catalog, view)
-    if kind is ViewKind.WINDOW_AGGREGATE:
-        return WindowAggregateOperator(catalog, view)
-    if kind is ViewKind.DEDUPLICATION:
-        return DeduplicateOperator(catalog, view)
-    if kind is ViewKind.INTERVAL_JOIN:
-        return IntervalJoinOperator(catalog, view)
-    raise DefinitionError(
-        f"view {view.name!r} has no temporal join, window aggregate, deduplication or interval "
-        "join: it is recomputed as a whole, not run incrementally; materialize it with "
-        "chronolake.runtime.views.materialize_view"
-    )
+def operator_for(catalog: Catalog, view: ViewSpec, plan: OperatorPlan) -> Operator:
+    """The operator that runs `view` incrementally by `plan` (`Catalog.operator_plan`)."""
+    if isinstance(plan, TemporalJoinPlan):
+        return TemporalJoinOperator(catalog, plan)
+    if isinstance(plan, IntervalJoinPlan):
+        return IntervalJoinOperator(catalog, view, plan)
+    if isinstance(plan, DeduplicationPlan):
+        return DeduplicateOperator(view, plan)
+    return WindowAggregateOperator(view, plan)

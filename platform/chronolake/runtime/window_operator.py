@@ -33,7 +33,6 @@ from collections.abc import Mapping
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from chronolake.catalog import Catalog
 from chronolake.errors import DefinitionError
 from chronolake.lake.changelog import ARRIVAL_ORDER, ROW_KIND, RowKind
 from chronolake.runtime.inputs import InputRead
@@ -48,8 +47,8 @@ from chronolake.runtime.operator import (
 from chronolake.schema import ViewSpec
 from chronolake.sql.current_watermark import bind_spark_sql, held_by
 from chronolake.sql.view_kinds import is_updating
-from chronolake.sql.window import WINDOW_COLUMNS, WindowPlan, plan_window_aggregate
-from chronolake.sql.window_rank import WindowRankPlan, is_window_rank, plan_window_rank
+from chronolake.sql.window import WINDOW_COLUMNS, WindowPlan
+from chronolake.sql.window_rank import WindowRankPlan
 from chronolake.watermarks.assigner import WatermarkAssigner
 from chronolake.watermarks.late import REASON_COLUMN, LateReason
 from chronolake.watermarks.millis import is_timestamp
@@ -87,15 +86,10 @@ class WindowAggregateOperator(Operator):
         >>> DerivedTable(catalog, "orders_per_currency").run()       # doctest: +SKIP
     """
 
-    def __init__(self, catalog: Catalog, view: ViewSpec) -> None:
-        specs = catalog.operator_inputs(view.query)
+    def __init__(self, view: ViewSpec, plan: WindowPlan | WindowRankPlan) -> None:
         # A window Top-N / deduplication ranks the window stage's rows (`windows.rank`).
-        self.rank: WindowRankPlan | None = (
-            plan_window_rank(view.query, specs) if is_window_rank(view.query) else None
-        )
-        self.plan: WindowPlan = (
-            self.rank.window if self.rank else plan_window_aggregate(view.query, specs)
-        )
+        self.rank = plan if isinstance(plan, WindowRankPlan) else None
+        self.plan: WindowPlan = plan.window if isinstance(plan, WindowRankPlan) else plan
         self.source = self.plan.source
         self.inputs = (self.source,)
         self.event_time = self.plan.event_time

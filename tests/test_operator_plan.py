@@ -1,0 +1,88 @@
+"""A derived table's operator plan, kept in its catalog entry, reads back as the plan bound.
+
+Every kind of operator plan goes through JSON (the catalog entry) and comes back equal, so a
+later run, in another process, runs exactly what the first one bound. No Spark: these views
+read tables only, and declaring and binding them needs no JVM.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _orders_and_rates import ORDERS_AND_RATES
+
+from chronolake import Catalog
+from chronolake.schema import ViewSpec
+from chronolake.sql.interval import IntervalJoinPlan
+from chronolake.sql.operator_plan import DeduplicationPlan, StoredPlan, bind_plan
+from chronolake.sql.temporal import TemporalJoinPlan
+from chronolake.sql.window import WindowPlan
+from chronolake.sql.window_rank import WindowRankPlan
+
+VIEWS = {
+    "enriched": (TemporalJoinPlan, """SELECT o.order_id, o.amount * r.rate AS usd
+        FROM orders AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r
+        ON o.currency = r.currency"""),
+    "last_rate": (DeduplicationPlan, """SELECT currency, rate, currency_time FROM (
+        SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY currency_time DESC) AS rn
+        FROM rates) WHERE rn = 1"""),
+    "at_last_rate": (TemporalJoinPlan, """SELECT o.order_id, l.rate
+        FROM orders AS o JOIN last_rate FOR SYSTEM_TIME AS OF o.order_time AS l
+        ON o.currency = l.currency"""),
+    "hourly": (WindowPlan, """SELECT window_start, window_end, currency, SUM(amount) AS amount
+        FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(order_time), INTERVAL '1' HOUR))
+        GROUP BY window_start, window_end, currency"""),
+    "top_order": (WindowRankPlan, """SELECT * FROM (
+        SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end
+          ORDER BY amount DESC) AS rownum
+        FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(order_time), INTERVAL '1' HOUR)))
+        WHERE rownum <= 2"""),
+    "shipped_soon": (IntervalJoinPlan, """SELECT p.order_id, s.carrier FROM payments AS p
+        LEFT JOIN shipments AS s ON p.order_id = s.order_id
+        AND s.ship_time BETWEEN p.pay_time AND p.pay_time + INTERVAL '1' DAY"""),
+}
+APPEND_ONLY = """
+CREATE TABLE payments (order_id BIGINT, paid BIGINT, pay_time TIMESTAMP(3),
+  WATERMARK FOR pay_time AS pay_time) WITH ('path' = 'payments');
+CREATE TABLE shipments (order_id BIGINT, carrier STRING, ship_time TIMESTAMP(3),
+  WATERMARK FOR ship_time AS ship_time) WITH ('path' = 'shipments');
+"""
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    lake = Catalog(Path(tmp_path_factory.mktemp("plans")))
+    lake.declare(ORDERS_AND_RATES + APPEND_ONLY + "".join(
+        f"CREATE VIEW {name} AS {query};\n" for name, (_, query) in VIEWS.items()
+    ))
+    return lake
+
+
+@pytest.mark.parametrize("name", VIEWS)
+def test_every_kind_of_plan_reads_back_from_the_catalog_entry_as_bound(
+    catalog: Catalog, name: str
+) -> None:
+    view = catalog.spec(name)
+    assert isinstance(view, ViewSpec)
+    stored = catalog.operator_plan(view)
+    assert isinstance(stored.plan, VIEWS[name][0])
+    assert stored.plan == bind_plan(view, catalog.operator_inputs(view.query))
+    catalog.keep_plan(view, stored)
+    kept = Catalog(catalog.root).entry(name).plan
+    assert kept == stored and type(kept.plan) is type(stored.plan)
+    assert StoredPlan.model_validate_json(stored.model_dump_json()) == stored
+
+
+def test_a_plan_records_every_registration_it_read_through_views(catalog: Catalog) -> None:
+    """A registration changed anywhere under the view (here: the deduplication the join
+    reads) makes the plan bound anew; one the view does not read does not."""
+    view = catalog.spec("at_last_rate")
+    assert isinstance(view, ViewSpec)
+    stored = catalog.operator_plan(view)
+    assert set(stored.bound_against) == {"orders", "last_rate", "rates"}
+    specs = catalog.specs()
+    assert stored.holds_for(specs)
+    renamed = specs["last_rate"].model_copy(update={"primary_key": ("rate",)})
+    assert not stored.holds_for({**specs, "last_rate": renamed})
+    assert stored.holds_for({**specs, "hourly": specs["enriched"]})
