@@ -74,7 +74,7 @@ from chronolake.sql.view_kinds import is_derived
 
 SEED_ENV = "CHRONOLAKE_CHAOS_SEED"
 ROUNDS_ENV = "CHRONOLAKE_CHAOS_ROUNDS"
-DEFAULT_ROUNDS = 4
+DEFAULT_ROUNDS = 3
 RUNS_PER_ROUND = 3
 """Subprocesses started together each round, a JVM each (~20 CPU-seconds)."""
 CONCURRENT_EVERY = 3
