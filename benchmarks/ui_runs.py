@@ -13,7 +13,7 @@ one warm-up run first (the first run on a fresh server meets its cold JVM), then
 of each, medians reported. Variants: `dagster dev` (each run starts its own Spark driver)
 and `chronolake dev` (a local Spark Connect server the runs share). Every run's output must
 equal the other variant's at the same step (rows, order ids and amounts), else exit 1.
-Each small change's phases (the run process's start, each step) come from its event log.
+Each run's phases (the run process's start, each step) come from its event log.
 Usage: `.venv/bin/python benchmarks/ui_runs.py --repeat 3`.
 """
 
@@ -135,9 +135,9 @@ def _variant(name: str, template: Path, folder: Path, repeat: int, feeds_from: d
     client = DagsterGraphQLClient("127.0.0.1", port_number=port)
     try:
         first = _launched_run(client)
-        quiet, changed, sums, changed_ids = [], [], [], []
+        quiet, changed, sums, quiet_ids, changed_ids = [], [], [], [], []
         for step in range(repeat):
-            quiet.append(_launched_run(client))
+            quiet.append(_launched_run(client, quiet_ids))
             feed_demo_lake(lake, seed=step, now=feeds_from + timedelta(minutes=step + 1))
             changed.append(_launched_run(client, changed_ids))
             sums.append(_checksum(lake))
@@ -145,12 +145,15 @@ def _variant(name: str, template: Path, folder: Path, repeat: int, feeds_from: d
         stop_process_group(process)
     return {"first_run_s": round(first, 2), "no_new_data_s": [round(s, 2) for s in quiet],
             "small_change_s": [round(s, 2) for s in changed], "checksums": sums,
+            "no_new_data_phases": [_phases(home, run_id) for run_id in quiet_ids],
             "small_change_phases": [_phases(home, run_id) for run_id in changed_ids]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="Runs of each kind (median).")
+    parser.add_argument("--variant", choices=list(VARIANTS), action="append",
+                        help="Only this variant (repeatable); both by default.")
     args = parser.parse_args()
     results: dict[str, dict[str, object]] = {}
     with tempfile.TemporaryDirectory(prefix="chronolake-ui-runs-") as scratch:
@@ -162,7 +165,7 @@ def main() -> None:
         if first.returncode != 0:
             sys.exit(first.stderr)
         feeds_from = datetime.now(tz=UTC).replace(tzinfo=None, microsecond=0)
-        for name in VARIANTS:
+        for name in args.variant or VARIANTS:
             results[name] = _variant(name, template, Path(scratch) / name.replace(" ", "-"),
                                      args.repeat, feeds_from)
     load = os.getloadavg()
@@ -178,10 +181,12 @@ def main() -> None:
     out.write_text(json.dumps({"load": load, "repeat": args.repeat, **results}, indent=2))
     print(f"(all runs: {out.relative_to(ROOT)})")
     for name, result in results.items():
-        print(f"{name}, the last small change's seconds: {result['small_change_phases'][-1]}")
-    dagster_sums, warm_sums = (results[name]["checksums"] for name in VARIANTS)
-    if dagster_sums != warm_sums:
-        sys.exit(f"outputs differ between the variants: {dagster_sums} != {warm_sums}")
+        for kind in ("no_new_data", "small_change"):
+            print(f"{name}, the last {kind.replace('_', ' ')}'s seconds: "
+                  f"{result[f'{kind}_phases'][-1]}")  # type: ignore[index]
+    sums = [result["checksums"] for result in results.values()]
+    if any(other != sums[0] for other in sums):
+        sys.exit(f"outputs differ between the variants: {sums}")
 
 
 if __name__ == "__main__":

@@ -127,3 +127,30 @@ def test_each_check_fails_on_data_built_to_break_it(tmp_path: Path, spark: Spark
     )
     assert _failed(observed) == {("orders", "primary_key_unique")}
 
+
+
+def test_a_key_check_repeats_its_answer_for_a_version_it_checked_and_checks_a_new_one(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """A run that finds nothing new leaves the table at the version checked last: the key
+    check gives that evaluation's answer again (saying so) instead of a Spark job."""
+    build_demo_lake(tmp_path)
+    Catalog(tmp_path, spark).declare((ROOT / "assets" / "platform.sql").read_text())
+    instance = DagsterInstance.ephemeral()
+    job = _definitions(tmp_path).resolve_implicit_global_asset_job_def()
+
+    def key_check() -> tuple[bool, int, list[str]]:
+        run = job.execute_in_process(instance=instance, asset_selection=[AssetKey("latest_rates")])
+        [evaluation] = [e for e in run.get_asset_check_evaluations()
+                        if e.check_name == "primary_key_unique"]
+        said = [entry.user_message for entry in instance.all_logs(run.run_id)
+                if "duplicated key values" in entry.user_message]
+        return evaluation.passed, int(evaluation.metadata["version"].value), said
+
+    first, again = key_check(), key_check()
+    feed_demo_lake(tmp_path, seed=0)
+    fed = key_check()
+    assert first[:2] == again[:2] == (True, first[1]) and fed[:2] == (True, first[1] + 1)
+    assert [" as checked before" in line for line in first[2] + again[2] + fed[2]] == [
+        False, True, False
+    ]
