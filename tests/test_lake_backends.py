@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,19 @@ def test_delta_spark_without_its_classes_says_how_to_get_them(spark: SparkSessio
         backend_for(spark, "delta-spark")
 
 
+def test_a_table_created_anew_at_the_same_path_has_another_id(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """What tells a recreated table's version 0 from the old one's (the key check's answer)."""
+    backend, path = backend_for(spark), tmp_path / "rates"
+    write_commits(path, [[{"currency": "EUR", "rate": 1.0}]])
+    first = backend.table_id(path)
+    assert backend.table_id(path) == first
+    shutil.rmtree(path)
+    write_commits(path, [[{"currency": "EUR", "rate": 1.0}]])
+    assert backend.latest_version(path) == 0 and backend.table_id(path) != first
+
+
 def test_delta_spark_backend_reads_like_delta_rs(spark: SparkSession, tmp_path: Path) -> None:
     if not delta_spark_available(spark):
         pytest.skip(
@@ -49,6 +63,7 @@ def test_delta_spark_backend_reads_like_delta_rs(spark: SparkSession, tmp_path: 
     update_rows(path, "currency = 'EUR'", {"rate": "2.0"})
     jvm, embedded = DeltaSparkBackend(spark), DeltaRsBackend(spark)
     assert jvm.latest_version(path) == embedded.latest_version(path) == 1
+    assert jvm.table_id(path) == embedded.table_id(path)
     assert jvm.commits(path, 0) == embedded.commits(path, 0)
     assert (
         jvm.changes(path, 0).orderBy(*ARRIVAL_ORDER).collect()

@@ -7,12 +7,14 @@ read tables only, and declaring and binding them needs no JVM.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from _orders_and_rates import ORDERS_AND_RATES
 
 from chronolake import Catalog
+from chronolake.catalog import CatalogEntry
 from chronolake.schema import ViewSpec
 from chronolake.sql.interval import IntervalJoinPlan
 from chronolake.sql.operator_plan import DeduplicationPlan, StoredPlan, bind_plan
@@ -86,3 +88,17 @@ def test_a_plan_records_every_registration_it_read_through_views(catalog: Catalo
     renamed = specs["last_rate"].model_copy(update={"primary_key": ("rate",)})
     assert not stored.holds_for({**specs, "last_rate": renamed})
     assert stored.holds_for({**specs, "hourly": specs["enriched"]})
+
+
+def test_a_kept_plan_that_no_longer_loads_never_keeps_the_view_from_loading(
+    catalog: Catalog,
+) -> None:
+    """A plan another version kept, whose specs today's validators refuse, is dropped on load
+    (the next run binds anew); the view's registration loads as before."""
+    view = catalog.spec("enriched")
+    assert isinstance(view, ViewSpec)
+    catalog.keep_plan(view, catalog.operator_plan(view))
+    entry = json.loads(catalog.entry("enriched").model_dump_json())
+    entry["plan"]["plan"]["probe"]["columns"][0]["type"] = "NOPE_TYPE"
+    loaded = CatalogEntry.model_validate_json(json.dumps(entry))
+    assert loaded.plan is None and loaded.spec == view

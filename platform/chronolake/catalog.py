@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
 from chronolake.dialect import spark_sql
-from chronolake.errors import DefinitionError, SourceError
+from chronolake.errors import ChronolakeError, DefinitionError, SourceError
 from chronolake.joins.temporal import (
     join_query,
     latest_versions,
@@ -62,7 +62,12 @@ from chronolake.sql.existing import (
     unknown_error,
     wrong_kind_error,
 )
-from chronolake.sql.operator_plan import StoredPlan, bind_plan, registration_digest
+from chronolake.sql.operator_plan import (
+    StoredPlan,
+    bind_plan,
+    refuse_plain,
+    registration_digest,
+)
 from chronolake.sql.query import parse_query, referenced_tables, temporal_joins, to_spark
 from chronolake.sql.temporal import TemporalJoinPlan, TimeMode, plan_temporal_join
 from chronolake.sql.view_kinds import (
@@ -97,7 +102,7 @@ class CatalogEntry(BaseModel):
         never keeps the view's registration from loading."""
         try:
             return handler(value)
-        except ValidationError:
+        except (ValidationError, ChronolakeError):  # a spec's own validators raise the latter
             return None
 
     @property
@@ -355,6 +360,7 @@ class Catalog:
         stored = entry.plan if entry is not None and entry.spec == view else None
         if stored is not None and stored.holds_for(specs):
             return stored
+        refuse_plain(view)  # before its inputs are bound: one of them may not have run yet
         return StoredPlan(
             bound_against=_registrations_read(view.query, specs),
             plan=bind_plan(view, self.operator_inputs(view.query)),

@@ -39,6 +39,7 @@ from chronolake.runtime.result import RunResult
 from chronolake.runtime.stored import STATE_PREFIX
 from chronolake.runtime.window_operator import OPEN_ROLE
 from chronolake.schema import TableSpec, ViewSpec
+from chronolake.sql.operator_plan import registration_digest
 
 WATERMARK_CHECK = "watermark_never_decreases"
 LATE_RATE_CHECK = "late_row_rate"
@@ -113,11 +114,18 @@ def primary_key_check(spec: TableSpec | ViewSpec, path: Path | None) -> AssetChe
         context: AssetCheckExecutionContext, pyspark: PySparkResource, lake: LakeResource
     ) -> AssetCheckResult:
         catalog = lake.catalog(pyspark.spark_session)
-        location = catalog.table_path(spec) if isinstance(spec, TableSpec) else path
-        if location is None or not catalog.backend.is_delta_table(location):
-            return AssetCheckResult(passed=True, metadata={"note": "no rows written yet"})
+        rows: DataFrame | None = None
+        if isinstance(spec, TableSpec):  # a table without its Delta data fails here, saying so
+            location, rows = catalog.table_path(spec), catalog.table(spec.name)
+        elif path is not None and catalog.backend.is_delta_table(path):
+            location = path
+        else:
+            return AssetCheckResult(passed=True, metadata={"note": "not materialized yet"})
+        # what the answer depends on: the registration (key, changelog mode), which table
+        # (one created anew counts its versions from 0 again) and its version
         version = catalog.backend.latest_version(location)
-        checked = {"key": ", ".join(spec.primary_key), "table": str(location), "version": version}
+        checked = {"registration": registration_digest(spec),
+                   "table_id": catalog.backend.table_id(location), "version": version}
         earlier = _evaluated_on(context.instance, key, checked)
         if earlier is not None:
             duplicates = int(earlier.metadata["duplicate_keys"].value)
@@ -125,8 +133,8 @@ def primary_key_check(spec: TableSpec | ViewSpec, path: Path | None) -> AssetChe
                              f"{version}, as checked before")
             return AssetCheckResult(passed=earlier.passed,
                                     metadata={"duplicate_keys": duplicates, **checked})
-        rows = catalog.table(spec.name) if isinstance(spec, TableSpec) else (
-            catalog.backend.snapshot(location, version))
+        if rows is None:
+            rows = catalog.backend.snapshot(location, version)
         duplicates = _duplicate_keys(rows, spec.primary_key)
         context.log.info(f"{spec.name}: {duplicates} duplicated key values")
         return AssetCheckResult(passed=duplicates == 0,
@@ -138,8 +146,8 @@ def primary_key_check(spec: TableSpec | ViewSpec, path: Path | None) -> AssetChe
 def _evaluated_on(
     instance: DagsterInstance, key: AssetCheckKey, checked: dict[str, object]
 ) -> AssetCheckEvaluation | None:
-    """The latest finished evaluation of `key` when it checked the same key, table and
-    version (not the one this step is: planned, not yet evaluated)."""
+    """The latest finished evaluation of `key` when it checked the same registration, table
+    and version (not the one this step is: planned, not yet evaluated)."""
     records = instance.event_log_storage.get_asset_check_execution_history(key, limit=2)
     evaluation = next((record.evaluation for record in records
                        if isinstance(record.evaluation, AssetCheckEvaluation)), None)

@@ -104,6 +104,11 @@ class LakeBackend(ABC):
         """The table's newest version; `SourceError` when `path` is not a Delta table."""
 
     @abstractmethod
+    def table_id(self, path: str | Path) -> str:
+        """The table's id (its metadata's `id`): a table created anew at the same path, whose
+        versions count from 0 again, has another."""
+
+    @abstractmethod
     def snapshot(self, path: str | Path, version: int | None = None) -> DataFrame:
         """The table's rows at `version` (latest when None), with its Delta schema."""
 

@@ -78,6 +78,9 @@ class DeltaRsBackend(LakeBackend):
     def latest_version(self, path: str | Path) -> int:
         return self._open(path, with_files=False).version()
 
+    def table_id(self, path: str | Path) -> str:
+        return str(self._open(path, with_files=False).metadata().id)
+
     def snapshot(self, path: str | Path, version: int | None = None) -> DataFrame:
         rows, schema = self._tagged_snapshot(path, version, in_arrival_order=False)
         return rows.select(*(f"`{name}`" for name in schema.fieldNames()))

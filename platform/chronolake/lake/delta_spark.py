@@ -78,6 +78,12 @@ class DeltaSparkBackend(LakeBackend):
         row = DeltaTable.forPath(self.spark, str(path)).history(1).select("version").first()
         return int(row[0]) if row else 0
 
+    def table_id(self, path: str | Path) -> str:
+        self._require_table(path)
+        row = DeltaTable.forPath(self.spark, str(path)).detail().select("id").first()
+        assert row is not None, "DESCRIBE DETAIL has one row"
+        return str(row[0])
+
     def snapshot(self, path: str | Path, version: int | None = None) -> DataFrame:
         self._require_table(path)
         reader = self.spark.read.format("delta")

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
 
+import pyspark
 from pydantic import BaseModel, ConfigDict, Field
 
 from chronolake.errors import DefinitionError
@@ -29,6 +32,17 @@ Spec = TableSpec | ViewSpec
 
 PLAN_FORMAT = 1
 """Raised when a plan's fields change meaning, so that a plan stored before is bound anew."""
+
+
+@cache
+def _binder() -> str:
+    """The code a plan is bound by: its SQL and types come from chronolake's planners and
+    Spark's analysis, so a plan kept by other versions of either is bound anew."""
+    try:
+        chronolake = version("chronolake")
+    except PackageNotFoundError:  # run from a source tree on PYTHONPATH
+        chronolake = "from source"
+    return f"chronolake {chronolake}, pyspark {pyspark.__version__}"
 
 
 class DeduplicationPlan(BaseModel):
@@ -51,6 +65,7 @@ class StoredPlan(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     format: int = Field(PLAN_FORMAT, description="`PLAN_FORMAT` when it was bound.")
+    bound_by: str = Field(default_factory=_binder, description="The code that bound it.")
     bound_against: dict[str, str] = Field(
         ..., description="Each table and view the query reads, directly or through views, "
         "with the digest of its registration then (`registration_digest`)."
@@ -58,8 +73,9 @@ class StoredPlan(BaseModel):
     plan: OperatorPlan
 
     def holds_for(self, specs: Mapping[str, Spec]) -> bool:
-        """Whether the plan still holds: same format, and every registration it read unchanged."""
-        return self.format == PLAN_FORMAT and all(
+        """Whether the plan still holds: same format and code, every registration it read
+        unchanged."""
+        return self.format == PLAN_FORMAT and self.bound_by == _binder() and all(
             name in specs and registration_digest(specs[name]) == digest
             for name, digest in self.bound_against.items()
         )
@@ -82,13 +98,18 @@ def bind_plan(view: ViewSpec, inputs: Mapping[str, Spec]) -> OperatorPlan:
         return plan_window_aggregate(view.query, inputs)
     if kind is ViewKind.INTERVAL_JOIN:
         return plan_interval_join(view.query, inputs, view=view.name)
-    if kind is ViewKind.DEDUPLICATION:
-        return _deduplication_plan(view, inputs)
-    raise DefinitionError(
-        f"view {view.name!r} has no temporal join, window aggregate, deduplication or interval "
-        "join: it is recomputed as a whole, not run incrementally; materialize it with "
-        "chronolake.runtime.views.materialize_view"
-    )
+    refuse_plain(view)
+    return _deduplication_plan(view, inputs)
+
+
+def refuse_plain(view: ViewSpec) -> None:
+    """Refuse a view no operator runs: it has no plan to bind."""
+    if view_kind(view) is ViewKind.PLAIN:
+        raise DefinitionError(
+            f"view {view.name!r} has no temporal join, window aggregate, deduplication or "
+            "interval join: it is recomputed as a whole, not run incrementally; materialize "
+            "it with chronolake.runtime.views.materialize_view"
+        )
 
 
 def _deduplication_plan(view: ViewSpec, inputs: Mapping[str, Spec]) -> DeduplicationPlan:
