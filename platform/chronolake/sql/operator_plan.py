@@ -31,7 +31,7 @@ from chronolake.sql.window_rank import WindowRankPlan, is_window_rank, plan_wind
 Spec = TableSpec | ViewSpec
 
 PLAN_FORMAT = 1
-"""Raised when a plan's fields change meaning, so that a plan stored before is bound anew."""
+"""Bumped when a plan's fields change meaning, so that a plan stored before is bound anew."""
 
 
 @cache
