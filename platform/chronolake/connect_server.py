@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -59,14 +60,15 @@ def free_port() -> int:
 def running_connect_server(log: Path) -> Iterator[str]:
     """A Connect server on a free local port, its output in `log`; yields its `sc://` URL
     once it accepts connections, and stops it (its whole process group) on exit."""
-    port = free_port()
+    port, ui_port = free_port(), free_port()
     with log.open("wb") as out:
         server = subprocess.Popen(
-            server_command(port, ui_port=free_port()), stdout=out, stderr=subprocess.STDOUT,
+            server_command(port, ui_port=ui_port), stdout=out, stderr=subprocess.STDOUT,
             env=server_environment(), start_new_session=True,
         )
     try:
         _wait_for(server, port, log)
+        _warm_ui(ui_port)
         yield f"sc://localhost:{port}"
     finally:
         stop_process_group(server)
@@ -87,6 +89,23 @@ def _wait_for(server: subprocess.Popen[bytes], port: int, log: Path) -> None:
         f"the Spark Connect server did not listen on port {port} within "
         f"{START_TIMEOUT_SECONDS:.0f} s; see {log}"
     )
+
+
+def ui_applications(host: str, port: int | str) -> str:
+    """The Spark UI's REST endpoint that lists its application."""
+    return f"http://{host}:{port}/api/v1/applications"
+
+
+def _warm_ui(ui_port: int) -> None:
+    """Ask the server's Spark UI once, so its REST API (which starts on its first request,
+    ~2 s) is up before the first run counts its stages' jobs there. A UI that does not answer
+    only leaves those counts out."""
+    try:
+        with urllib.request.urlopen(ui_applications("localhost", ui_port),
+                                    timeout=START_TIMEOUT_SECONDS):
+            pass
+    except OSError:
+        pass
 
 
 def stop_process_group(server: subprocess.Popen[bytes]) -> None:

@@ -21,9 +21,14 @@ from dataclasses import dataclass
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
+from chronolake.connect_server import ui_applications
+
 _JOB_GROUP = "spark.jobGroup.id"
 _JOB_DESCRIPTION = "spark.job.description"
 _UI_TIMEOUT_S = 2.0
+_UI_FIRST_TIMEOUT_S = 15.0
+"""For a session's first request: the UI's REST API starts on the first request it gets
+(1.8 s on an idle 2-core machine, more under load)."""
 _SETTLE_S = 0.05
 """Between two reads of the UI's job list: a job the stage started is listed within it."""
 
@@ -109,9 +114,9 @@ def _ask_connect_ui(spark: SparkSession) -> str | None:
         host = spark.client.host  # type: ignore[attr-defined]  # the server's, from sc://
     except Exception:
         return None
-    base = f"http://{host}:{port}/api/v1/applications"
+    base = ui_applications(host, port)
     try:
-        with urllib.request.urlopen(base, timeout=_UI_TIMEOUT_S) as response:
+        with urllib.request.urlopen(base, timeout=_UI_FIRST_TIMEOUT_S) as response:
             [application, *_] = json.load(response)
     except (OSError, ValueError):
         return None
