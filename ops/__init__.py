@@ -48,7 +48,7 @@ refresh_views = define_asset_job(
 
 @op(description="Append 100 new orders and change one rate in the demo lake.")
 def append_demo_commits(lake: LakeResource) -> dict[str, int]:
-    return feed_demo_lake(lake.root_path, seed=int(time.time()))
+    return feed_demo_lake(lake.location, seed=int(time.time()))
 
 
 @job(description="Feed the demo lake: new orders and a rate change, as a live system would.")
@@ -71,5 +71,5 @@ SCHEDULES = [
 
 def sensors(lake: LakeResource) -> list[SensorDefinition]:
     """The sensor that runs the views when `orders` or `rates` gets a new Delta version."""
-    tables = source_paths(lake.root_path, ["orders", "rates"])
+    tables = source_paths(lake.location, ["orders", "rates"])
     return [delta_version_sensor(refresh_views, tables)]

@@ -1,6 +1,6 @@
 """The reference platform's resources: the lake and the Spark session.
 
-The lake root is `CHRONOLAKE_LAKE` (default: `demo-lake/` in the repository);
+The lake root is `CHRONOLAKE_LAKE`, a folder or a URI (default: `demo-lake/` in the repository);
 Spark is local unless `CHRONOLAKE_SPARK_MASTER` or `CHRONOLAKE_SPARK_REMOTE`
 points at a cluster or a Spark Connect server.
 """
@@ -11,9 +11,11 @@ import os
 from pathlib import Path
 
 from chronolake.dagster import LakeResource, local_pyspark_resource
+from chronolake.lake.storage import as_location
 
 REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
-LAKE_ROOT = Path(os.environ.get("CHRONOLAKE_LAKE", REPOSITORY_ROOT / "demo-lake")).resolve()
+LAKE_ROOT = as_location(os.environ.get("CHRONOLAKE_LAKE", REPOSITORY_ROOT / "demo-lake"))
+"""A folder, or an object store URI (`s3://bucket/lake`)."""
 
 
 def _spark_conf() -> dict[str, str]:

@@ -1,10 +1,12 @@
 """One attempt at the next run of derived table `enriched` in a lake on an object store.
 
 Spark cannot write `s3a://` here (hadoop-aws comes from Maven), so pyarrow writes the run's
-data files and delta-rs its state table; everything else is what a Spark run goes through:
-the lease (`run_lock`), the intent and commit point (`runtime.attempt`), the output's
-commit of written files with the run's application transaction (`lake.appends`), the
-checkpoint store, and the fault points. Run `n` reads input version `n`: ids `10n..10n+2`.
+data files (as Spark does: a part file and `_SUCCESS` in the staging folder it is given) and
+delta-rs its state table; everything else is what a Spark run goes through: the lease
+(`run_lock`), the intent and commit point (`runtime.attempt`), the staging folder and the move
+of its files into the output (`lake.staging`), their commit with the run's application
+transaction (`lake.appends`), the checkpoint store, and the fault points. Run `n` reads
+input version `n`: ids `10n..10n+2`.
 
 Usage: python tests/_object_store_run.py <lake URI>; prints the run number it committed,
 or the error (exit 1) when refused.
@@ -12,20 +14,20 @@ or the error (exit 1) when refused.
 
 from __future__ import annotations
 
-import json
 import sys
-import time
+from functools import partial
 from uuid import uuid4
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import Schema, write_deltalake
-from deltalake.transaction import AddAction
 from pyarrow.fs import FileSystem
 
 from chronolake.errors import RunError
 from chronolake.lake.appends import commit_appended, is_committed, open_or_create
 from chronolake.lake.layout import lock_dir, output_path
+from chronolake.lake.staging import write_staged
+from chronolake.lake.storage import Storage
 from chronolake.runtime.attempt import RunPlan, begin_writing, pass_commit_point
 from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore, InputPosition, RunIntent
 from chronolake.runtime.faults import FaultPoint, fault_point
@@ -41,14 +43,12 @@ def input_rows(version: int) -> pa.Table:
     return pa.table({"order_id": ids, "usd": [float(i) * 1.5 for i in ids]})
 
 
-def write_data_file(table_uri: str, rows: pa.Table) -> AddAction:
-    """A Parquet file of `rows` in the table's folder, described as an `add` action."""
-    filesystem, folder = FileSystem.from_uri(table_uri)
-    name = f"part-{uuid4().hex}.parquet"
-    pq.write_table(rows, f"{folder}/{name}", filesystem=filesystem)
-    size = filesystem.get_file_info(f"{folder}/{name}").size
-    return AddAction(name, size, {}, int(time.time() * 1000), True,
-                     json.dumps({"numRecords": rows.num_rows}))
+def write_part_file(rows: pa.Table, folder: str) -> None:
+    """What Spark's write of `rows` leaves in `folder`: a part file and `_SUCCESS`."""
+    filesystem, path = FileSystem.from_uri(folder)
+    pq.write_table(rows, f"{path}/part-00000-{uuid4().hex}.parquet", filesystem=filesystem)
+    with filesystem.open_output_stream(f"{path}/_SUCCESS"):
+        pass
 
 
 def run(lake: str) -> int:
@@ -65,9 +65,8 @@ def run(lake: str) -> int:
         output = str(output_path(lake, VIEW))
         table = open_or_create(output, Schema.from_arrow(rows.schema), enable_cdf=True)
         if not is_committed(table, APP_ID, number):
-            added = write_data_file(output, rows)
-            fault_point(FaultPoint.IN_STAGING)
-            commit_appended(table, output, [added], app_id=APP_ID, app_version=number)
+            added = write_staged(Storage(output), partial(write_part_file, rows))
+            commit_appended(table, output, added, app_id=APP_ID, app_version=number)
         fault_point(FaultPoint.AFTER_OUTPUT)
         state = store.state_name(number, plan.attempt, "pending")
         write_deltalake(str(store.location(state)), rows.slice(0, 1))

@@ -1,8 +1,9 @@
 """A lake on an object store: the run protocol against an S3 emulator (moto's server).
 
 The catalog, leases, intents, checkpoints and the Delta commits chronolake writes itself go
-through `chronolake.lake.storage`; the output's data files are committed by the same path
-as Spark's in a run (`chronolake.lake.appends`), and delta-rs writes the state tables.
+through `chronolake.lake.storage`; the output's data files go through the same staging folder,
+move and commit as Spark's in a run (`chronolake.lake.staging`, `chronolake.lake.appends`), and
+delta-rs writes the state tables.
 S3 has no rename: everything here holds by put-if-absent writes alone.
 """
 
@@ -21,17 +22,29 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from uuid import uuid4
 
+import pyarrow as pa
 import pytest
 from _object_store_run import APP_ID, VIEW, input_rows
 from _orders_and_rates import ORDERS_AND_RATES
-from deltalake import DeltaTable
+from dagster import AssetKey, DagsterInstance, Definitions, build_sensor_context
+from deltalake import CommitProperties, DeltaTable, write_deltalake
+from pyspark.sql import SparkSession
 
 from chronolake.catalog import Catalog
+from chronolake.dagster import (
+    LakeResource,
+    chronolake_asset_checks,
+    chronolake_assets,
+    local_pyspark_resource,
+)
 from chronolake.errors import DefinitionError
+from chronolake.lake import DeltaRsBackend
 from chronolake.lake.layout import lock_dir, output_path
+from chronolake.lake.scratch import STAGING_PREFIX
 from chronolake.lake.storage import Storage
 from chronolake.runtime.checkpoint import CheckpointStore
 from chronolake.runtime.lock import LEASE_TTL_S, lease_name
+from ops import JOBS, sensors
 
 REPO = Path(__file__).resolve().parents[1]
 RUN = REPO / "tests" / "_object_store_run.py"
@@ -104,11 +117,8 @@ def test_documents_are_created_once_and_replaced_whole(lake: str) -> None:
 
 
 def test_a_catalog_declares_reads_and_drops_on_an_object_store(lake: str) -> None:
-    view = (f"CREATE VIEW {VIEW} AS SELECT o.order_id, o.amount * r.rate AS usd FROM orders "
-            "AS o JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r "
-            "ON o.currency = r.currency;")
     catalog = Catalog(lake)
-    catalog.declare(ORDERS_AND_RATES + view)
+    catalog.declare(ORDERS_AND_RATES + _ENRICHED)
     subprocess.run([sys.executable, str(RUN), lake], check=True, capture_output=True)
 
     assert Catalog(lake).names() == ["enriched", "orders", "rates"]
@@ -127,10 +137,13 @@ def test_a_catalog_declares_reads_and_drops_on_an_object_store(lake: str) -> Non
 @pytest.mark.slow
 def test_runs_commit_exactly_once_through_kills_redos_and_concurrent_attempts(lake: str) -> None:
     assert _run(lake).stdout.strip() == "1"
+    output = Storage(output_path(lake, VIEW))
     for point in ("after_intent", "in_staging", "after_output", "before_checkpoint"):
         killed = _run(lake, fault=point, check=False)
         assert killed.returncode == SIGKILLED, killed.stderr
         assert _checkpoint(lake)["run"] == _committed(lake)  # nothing counted twice yet
+        if point == "in_staging":  # its files stay in its staging folder, out of the table
+            assert _staging(output) and output.sizes(_staging(output)[0])
     for _ in range(4):  # each killed run is redone: no run is lost in between
         _run(lake)
     assert _committed(lake) == 5
@@ -165,6 +178,80 @@ def test_runs_commit_exactly_once_through_kills_redos_and_concurrent_attempts(la
     assert store.storage.folders(store.run_dir(runs)) == [winner]  # the stalled one's is gone
     assert DeltaTable(str(store.location(checkpoint["state"]["pending"]))).version() == 0
     assert Storage(lock_dir(lake)).names() == []  # no lease left behind
+    assert _staging(output) == []  # the killed write's folder went with the next write
+
+
+def test_the_embedded_backend_reads_a_tables_log_on_an_object_store(
+    lake: str, spark: SparkSession
+) -> None:
+    """What the delta-rs backend reads itself (the commits, past a checkpoint) comes from the
+    bucket through the storage layer, as from a local folder."""
+    uri = f"{lake}/events"
+    for batch in range(3):
+        write_deltalake(uri, pa.table({"id": [batch]}), mode="append",
+                        commit_properties=CommitProperties(custom_metadata={"batch": str(batch)}))
+    DeltaTable(uri).create_checkpoint()
+    write_deltalake(uri, pa.table({"id": [3]}), mode="append")
+    backend = DeltaRsBackend(spark)
+
+    commits = backend.commits(uri, 1)
+
+    assert [(c.version, c.operation, c.is_data_change) for c in commits] == [
+        (1, "WRITE", True), (2, "WRITE", True), (3, "WRITE", True)
+    ]
+    assert backend.commit_infos(uri, 2, 2)[2]["batch"] == "2"
+    assert (backend.is_delta_table(uri), backend.latest_version(uri)) == (True, 3)
+
+
+def test_a_code_location_on_a_bucket_shows_its_assets_observes_and_senses_new_versions(
+    lake: str,
+) -> None:
+    """Dagster pointed at a lake on an object store (`LakeResource(root="s3://…")`): every
+    catalog entry is an asset located in the bucket, observing a source reads its Delta version
+    there, and the platform's sensor asks for a run once per new version."""
+    Catalog(lake).declare(ORDERS_AND_RATES + _ENRICHED)
+    orders = f"{lake}/orders"
+    write_deltalake(orders, pa.table({"order_id": [1, 2]}))
+    write_deltalake(f"{lake}/rates", pa.table({"currency": ["EUR"]}))
+    resource = LakeResource(root=lake)
+    definitions = Definitions(
+        assets=chronolake_assets(lake), jobs=JOBS, sensors=sensors(resource),
+        resources={"lake": resource, "pyspark": local_pyspark_resource()},
+    )
+    instance = DagsterInstance.ephemeral()
+
+    located = {spec.key.path[-1]: spec.metadata.get("dagster/uri")
+               for spec in definitions.resolve_all_asset_specs()}
+    assert located == {"orders": orders, "rates": f"{lake}/rates",
+                       VIEW: str(output_path(lake, VIEW))}
+    assert {c.asset_key.path[-1] for check in chronolake_asset_checks(lake)
+            for c in check.check_specs} == {"orders", "rates", VIEW}  # the join keeps order_id
+    observed = definitions.resolve_job_def("observe_sources").execute_in_process(
+        instance=instance
+    )
+    assert observed.success
+    [version] = [e.asset_observation_data.asset_observation.data_version
+                 for e in observed.get_asset_observation_events()
+                 if e.asset_key == AssetKey("orders")]
+    assert version == "0"
+
+    sensor = definitions.resolve_sensor_def("new_delta_versions")
+    first = sensor.evaluate_tick(build_sensor_context(instance=instance))
+    assert [r.run_key for r in first.run_requests] == ["orders@0,rates@0"]
+    quiet = sensor.evaluate_tick(build_sensor_context(instance=instance, cursor=first.cursor))
+    assert quiet.run_requests == [] and quiet.skip_message
+    write_deltalake(orders, pa.table({"order_id": [3]}), mode="append")
+    moved = sensor.evaluate_tick(build_sensor_context(instance=instance, cursor=first.cursor))
+    assert [r.run_key for r in moved.run_requests] == ["orders@1,rates@0"]
+
+
+_ENRICHED = (f"CREATE VIEW {VIEW} AS SELECT o.order_id, o.amount * r.rate AS usd FROM orders "
+             "AS o JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r "
+             "ON o.currency = r.currency;")
+
+
+def _staging(table: Storage) -> list[str]:
+    return [name for name in table.folders() if name.startswith(STAGING_PREFIX)]
 
 
 def _run(lake: str, *, fault: str = "", check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -20,6 +20,7 @@ from typing import TypeVar
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+from chronolake.lake.storage import Location, join
 from chronolake.lake.tables import table_version
 
 DEMO_START = datetime(2026, 11, 2, 9, 0, 0)
@@ -65,7 +66,7 @@ def _write_orders(path: Path) -> int:
     return DeltaTable(path).version()
 
 
-def correct_orders(path: Path, order_ids: list[int], *, percent: int) -> None:
+def correct_orders(path: str | Path, order_ids: list[int], *, percent: int) -> None:
     """One update commit: the amounts of `order_ids` lowered by `percent` (a correction)."""
     DeltaTable(path).update(
         updates={"amount": f"CAST(amount * {100 - percent} / 100 AS DECIMAL(10, 2))"},
@@ -73,12 +74,12 @@ def correct_orders(path: Path, order_ids: list[int], *, percent: int) -> None:
     )
 
 
-def cancel_orders(path: Path, order_ids: list[int]) -> None:
+def cancel_orders(path: str | Path, order_ids: list[int]) -> None:
     """One delete commit: `order_ids` cancelled."""
     DeltaTable(path).delete(f"order_id IN ({', '.join(map(str, order_ids))})")
 
 
-def append_orders(path: Path, *, rng: random.Random, first_id: int, count: int,
+def append_orders(path: str | Path, *, rng: random.Random, first_id: int, count: int,
                   start: datetime, span: timedelta = timedelta(minutes=15)) -> None:
     """Append one commit of orders spread over `span` from `start`, a few out of order."""
     span_ms = max(int(span.total_seconds() * 1000), 1)
@@ -138,7 +139,7 @@ def change_rate(table: DeltaTable, currency: str, rate: str, at: datetime) -> No
     )
 
 
-def feed_demo_lake(root: Path, *, seed: int, now: datetime | None = None) -> dict[str, int]:
+def feed_demo_lake(root: Location, *, seed: int, now: datetime | None = None) -> dict[str, int]:
     """Append a commit of new orders, correct one of them, cancel another and change one
     rate: something new for the runs to see, updates and deletes included.
 
@@ -147,31 +148,32 @@ def feed_demo_lake(root: Path, *, seed: int, now: datetime | None = None) -> dic
     a few stragglers arrive behind it.
     """
     rng = random.Random(seed)
-    next_id = _next_order_id(root / "orders")
+    orders = join(root, "orders")
+    next_id = _next_order_id(orders)
     now = now or datetime.now(tz=UTC).replace(tzinfo=None, microsecond=0)
-    start = max(_latest_order_time(root / "orders"), now - timedelta(minutes=15))
-    append_orders(root / "orders", rng=rng, first_id=next_id, count=100,
+    start = max(_latest_order_time(orders), now - timedelta(minutes=15))
+    append_orders(orders, rng=rng, first_id=next_id, count=100,
                   start=start, span=now - start)
-    correct_orders(root / "orders", [next_id + rng.randrange(50)], percent=rng.randrange(5, 30))
-    cancel_orders(root / "orders", [next_id + 50 + rng.randrange(50)])
+    correct_orders(orders, [next_id + rng.randrange(50)], percent=rng.randrange(5, 30))
+    cancel_orders(orders, [next_id + 50 + rng.randrange(50)])
     currency = rng.choice(("USD", "EUR", "JPY", "CHF"))
-    rates = DeltaTable(root / "rates")
+    rates = DeltaTable(join(root, "rates"))
     current = {"USD": 1.0, "EUR": 1.09, "JPY": 0.0069, "CHF": 1.13}[currency]
     change_rate(rates, currency, f"{current * rng.uniform(0.97, 1.03):.6f}", now)
-    return {name: table_version(root / name) for name in ("orders", "rates")}
+    return {name: table_version(join(root, name)) for name in ("orders", "rates")}
 
 
 
-def _next_order_id(path: Path) -> int:
+def _next_order_id(path: str | Path) -> int:
     """One past the largest order id (cancelled orders leave gaps, so not the row count)."""
     return _largest(path, "order_id", default=-1) + 1
 
 
-def _latest_order_time(path: Path) -> datetime:
+def _latest_order_time(path: str | Path) -> datetime:
     return _largest(path, "order_time", default=DEMO_START)
 
 
-def _largest(path: Path, column: str, *, default: T) -> T:
+def _largest(path: str | Path, column: str, *, default: T) -> T:
     """A column's largest value, from the data files' statistics (no scan)."""
     actions = pa.table(DeltaTable(path).get_add_actions(flatten=True))
     values = [m for m in actions[f"max.{column}"].to_pylist() if m is not None]

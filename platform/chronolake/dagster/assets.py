@@ -36,7 +36,8 @@ from chronolake.dagster.checks import primary_key_check
 from chronolake.dagster.derived_assets import derived_asset
 from chronolake.dagster.metadata import run_metadata, table_definition_metadata
 from chronolake.dagster.resources import LakeResource
-from chronolake.lake.layout import output_path
+from chronolake.lake.layout import output_path, table_location
+from chronolake.lake.storage import as_location
 from chronolake.lake.tables import table_row_count, table_version
 from chronolake.runtime.views import materialize_view
 from chronolake.schema import TableSpec, ViewSpec
@@ -60,12 +61,12 @@ def chronolake_assets(lake_root: str | os.PathLike[str]) -> list[AssetsDefinitio
         ...             resources={"lake": LakeResource(root="lake"),
         ...                        "pyspark": local_pyspark_resource()})
     """
-    root = Path(lake_root).resolve()
+    root = as_location(lake_root)
     definitions: list[AssetsDefinition | SourceAsset] = []
     for entry in load_entries(root).values():
         spec = entry.spec
         if isinstance(spec, TableSpec):
-            definitions.append(_source_table_asset(spec, (root / spec.options.path).resolve()))
+            definitions.append(_source_table_asset(spec, table_location(root, spec.options.path)))
         else:
             definitions.append(_view_asset(spec, output_path(root, spec.name)))
     return definitions
@@ -73,7 +74,7 @@ def chronolake_assets(lake_root: str | os.PathLike[str]) -> list[AssetsDefinitio
 
 def chronolake_asset_checks(lake_root: str | os.PathLike[str]) -> list[AssetChecksDefinition]:
     """`primary_key_unique` for every keyed table and view of the lake's catalog."""
-    root = Path(lake_root).resolve()
+    root = as_location(lake_root)
     checks = []
     for entry in load_entries(root).values():
         spec = entry.spec
@@ -83,7 +84,7 @@ def chronolake_asset_checks(lake_root: str | os.PathLike[str]) -> list[AssetChec
     return checks
 
 
-def _source_table_asset(spec: TableSpec, path: Path) -> SourceAsset:
+def _source_table_asset(spec: TableSpec, path: str | Path) -> SourceAsset:
     def _observe() -> ObserveResult:
         version = table_version(path)
         return ObserveResult(
@@ -106,7 +107,7 @@ def _source_table_asset(spec: TableSpec, path: Path) -> SourceAsset:
         )(_observe)
 
 
-def _view_asset(spec: ViewSpec, path: Path) -> AssetsDefinition:
+def _view_asset(spec: ViewSpec, path: str | Path) -> AssetsDefinition:
     incremental = is_derived(spec)
     how = "incremental runs" if incremental else "recomputed on each run"
     description = f"View ({spec.kind.value}, {how}):\n\n```sql\n{spec.query}\n```"

@@ -27,7 +27,9 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 )
 
 from chronolake.catalog import load_entries
-from chronolake.lake.tables import table_version
+from chronolake.lake.layout import table_location
+from chronolake.lake.storage import Location
+from chronolake.lake.tables import is_table, table_version
 
 AUTOMATION_ENV = "CHRONOLAKE_AUTOMATION"
 
@@ -46,7 +48,8 @@ def default_sensor_status() -> DefaultSensorStatus:
 
 
 def delta_version_sensor(
-    job: UnresolvedAssetJobDefinition, tables: dict[str, Path], *, name: str = "new_delta_versions",
+    job: UnresolvedAssetJobDefinition, tables: dict[str, str | Path], *,
+    name: str = "new_delta_versions",
     minimum_interval_seconds: int = 30,
 ) -> SensorDefinition:
     """A sensor that launches `job` when any of `tables` (name -> Delta path) has a new version.
@@ -63,7 +66,7 @@ def delta_version_sensor(
     def _sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
         seen: dict[str, int] = json.loads(context.cursor) if context.cursor else {}
         # One small log read per source table: metadata only.
-        current = {table: table_version(path) for table, path in tables.items() if path.exists()}
+        current = {table: table_version(path) for table, path in tables.items() if is_table(path)}
         moved = sorted(t for t, v in current.items() if v > seen.get(t, -1))
         if not moved:
             return SkipReason("no source table has a new Delta version")
@@ -76,8 +79,9 @@ def delta_version_sensor(
     return _sensor
 
 
-def source_paths(root: Path, names: Sequence[str]) -> dict[str, Path]:
+def source_paths(root: Location, names: Sequence[str]) -> dict[str, str | Path]:
     """Delta paths of the named source tables, from the lake's catalog."""
     entries = load_entries(root)
     tables = {name: entries[name].table for name in names if name in entries}
-    return {name: (root / spec.options.path).resolve() for name, spec in tables.items() if spec}
+    return {name: table_location(root, spec.options.path)
+            for name, spec in tables.items() if spec}

@@ -99,7 +99,9 @@ def run_check_results(
     ]
 
 
-def primary_key_check(spec: TableSpec | ViewSpec, path: Path | None) -> AssetChecksDefinition:
+def primary_key_check(
+    spec: TableSpec | ViewSpec, path: str | Path | None
+) -> AssetChecksDefinition:
     """`primary_key_unique` for a keyed table (its state) or view (its materialized table).
 
     A version checked before gives the same answer: the check then repeats the earlier

@@ -12,7 +12,8 @@ from dagster._core.definitions.metadata.metadata_set import NamespacedMetadataSe
 
 from chronolake.dagster.preview import markdown_preview
 from chronolake.lake.stamps import latest_recorded_watermark
-from chronolake.lake.tables import table_row_count
+from chronolake.lake.storage import location_uri
+from chronolake.lake.tables import is_table, table_row_count
 from chronolake.runtime.result import RunResult, TickReport
 from chronolake.schema import (
     ComputedColumn,
@@ -58,11 +59,13 @@ def _column(
     return TableColumn(column.name, column.type + marker)
 
 
-def table_definition_metadata(spec: TableSpec | ViewSpec, uri: Path | None) -> dict[str, Any]:
+def table_definition_metadata(
+    spec: TableSpec | ViewSpec, location: str | Path | None
+) -> dict[str, Any]:
     """The definition metadata of a table or view asset, shown in the asset's page."""
     metadata: dict[str, Any] = {"dagster/table_name": spec.name}
-    if uri is not None:
-        metadata["dagster/uri"] = uri.as_uri()
+    if location is not None:
+        metadata["dagster/uri"] = location_uri(location)
     chronolake = ChronolakeMetadataSet(
         kind=spec.kind.value,
         rowtime=spec.rowtime,
@@ -82,7 +85,7 @@ def table_definition_metadata(spec: TableSpec | ViewSpec, uri: Path | None) -> d
     return metadata | {key: value for key, value in dict(chronolake).items() if value is not None}
 
 
-def run_metadata(result: RunResult, path: Path) -> dict[str, Any]:
+def run_metadata(result: RunResult, path: str | Path) -> dict[str, Any]:
     """A run's materialization metadata: the figures Dagster plots, the watermark, a preview.
 
     Every figure of the run (`RunResult.figures`, all counts) becomes a numeric entry under
@@ -91,16 +94,17 @@ def run_metadata(result: RunResult, path: Path) -> dict[str, Any]:
     count comes from the Delta log, the preview from delta-rs.
     """
     metadata: dict[str, Any] = {
-        "dagster/uri": path.as_uri(),
+        "dagster/uri": location_uri(path),
         "chronolake/run": result.run,
         "chronolake/status": result.status.value,
         "chronolake/message": result.message,
     }
-    if path.exists():
+    written = is_table(path)
+    if written:
         metadata["dagster/row_count"] = table_row_count(path)
         metadata["preview"] = MetadataValue.md(markdown_preview(path))
     # A derived table's watermark as its latest commit recorded it (what readers downstream see)
-    recorded = latest_recorded_watermark(path) if path.exists() else None
+    recorded = latest_recorded_watermark(path) if written else None
     watermark_ms = result.watermark_ms if recorded is None else recorded
     if watermark_ms is not None:
         metadata["chronolake/watermark"] = MetadataValue.timestamp(watermark_ms / 1000)

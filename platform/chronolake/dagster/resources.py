@@ -12,11 +12,13 @@ from pydantic import Field
 from pyspark.sql import SparkSession
 
 from chronolake.catalog import Catalog
+from chronolake.lake.storage import as_location
 from chronolake.spark_session import local_spark_conf, start_spark_driver
 
 
 class LakeResource(ConfigurableResource):
-    """The lake: a root folder holding Delta tables and chronolake's `_chronolake/` state.
+    """The lake: a root folder or object store URI holding Delta tables and chronolake's
+    `_chronolake/` state.
 
     Example:
         >>> Definitions(assets=chronolake_assets("demo-lake"),
@@ -24,7 +26,10 @@ class LakeResource(ConfigurableResource):
         ...                        "pyspark": local_pyspark_resource()})
     """
 
-    root: str = Field(description="Lake root folder; table paths in DDL are relative to it.")
+    root: str = Field(
+        description="Lake root: a folder or a URI (s3://bucket/lake); table paths in DDL are "
+        "relative to it."
+    )
     backend: Literal["auto", "delta-rs", "delta-spark"] = Field(
         "auto",
         description="Delta backend: delta-rs (embedded default) or delta-spark (when Delta's "
@@ -39,12 +44,13 @@ class LakeResource(ConfigurableResource):
     )
 
     @property
-    def root_path(self) -> Path:
-        return Path(self.root).resolve()
+    def location(self) -> str | Path:
+        """The lake root: an absolute `Path` for a folder, else the URI."""
+        return as_location(self.root)
 
     def catalog(self, spark: SparkSession) -> Catalog:
         """The lake's catalog on the run's Spark session."""
-        return Catalog(self.root_path, spark, backend=self.backend)
+        return Catalog(self.location, spark, backend=self.backend)
 
 
 class ChronolakePySparkResource(PySparkResource):

@@ -19,7 +19,6 @@ import struct
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from uuid import uuid4
 
 import numpy as np
@@ -29,6 +28,7 @@ from pyroaring import BitMap
 
 from chronolake.lake.delta_log import CDF_PROPERTY
 from chronolake.lake.files import DELETED_FILE, DELETED_ROW
+from chronolake.lake.storage import Storage
 
 FEATURE = "deletionVectors"
 ENABLE_PROPERTY = "delta.enableDeletionVectors"
@@ -81,8 +81,9 @@ def deleted_rows(table: DeltaTable) -> pa.Table:
                      DELETED_ROW: pa.array(rows[deleted], pa.int64())})
 
 
-def write_vectors(root: Path, deleted: Mapping[str, BitMap]) -> dict[str, DeletionVector]:
-    """One deletion vector file in `root` holding a vector per data file; the descriptors."""
+def write_vectors(table: Storage, deleted: Mapping[str, BitMap]) -> dict[str, DeletionVector]:
+    """One deletion vector file in the `table`'s folder holding a vector per data file; the
+    descriptors."""
     if not deleted:
         return {}
     uuid = uuid4()
@@ -96,7 +97,7 @@ def write_vectors(root: Path, deleted: Mapping[str, BitMap]) -> dict[str, Deleti
             cardinality=len(rows), file_name=file_name,
         )
         content += struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data))
-    (root / file_name).write_bytes(bytes(content))
+    table.write_bytes(file_name, bytes(content))
     return descriptors
 
 

@@ -2,15 +2,13 @@
 
 It needs no JVM jars, which is why it is the default: delta-spark's jars come
 from Maven, which an offline machine cannot reach. Tables live on the local
-file system (the lake root is a directory).
+file system or on an object store: everything it reads or writes itself goes through
+`chronolake.lake.storage`, and Spark reaches the same location by its own configuration.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -47,8 +45,8 @@ from chronolake.lake.files import (
     read_tagged_files,
     without_deleted,
 )
-from chronolake.lake.scratch import staging_folder, sweep
-from chronolake.lake.storage import Storage
+from chronolake.lake.staging import write_staged
+from chronolake.lake.storage import Storage, as_location, missing
 from chronolake.lake.upserts import (
     FILE_NAME,
     ROW_INDEX,
@@ -58,8 +56,6 @@ from chronolake.lake.upserts import (
     final_rows,
 )
 from chronolake.spark_session import without_constraint_propagation
-
-_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 
 class DeltaRsBackend(LakeBackend):
@@ -148,14 +144,14 @@ class DeltaRsBackend(LakeBackend):
         writing and again when the commit conflicts, so a retried run that
         races its first attempt still commits at most once.
         """
-        root = Path(path).absolute()
-        table = _create_if_missing(df, root, partition_by, enable_cdf=enable_cdf)
+        files = Storage(path)
+        table = _create_if_missing(df, files, partition_by, enable_cdf=enable_cdf)
         if is_committed(table, app_id, app_version):
             return None
-        _check_columns(df, table, root)
-        actions = _write_files(df, root, list(table.metadata().partition_columns))
+        _check_columns(df, table, path)
+        actions = _write_files(df, files, list(table.metadata().partition_columns))
         return commit_appended(
-            table, root, actions, app_id=app_id, app_version=app_version,
+            table, files.location, actions, app_id=app_id, app_version=app_version,
             commit_info=commit_info,
         )
 
@@ -170,10 +166,10 @@ class DeltaRsBackend(LakeBackend):
     ) -> int:
         """Spark writes the files; delta-rs commits them with `mode="overwrite"`, which
         removes every file the table had and takes `df`'s schema."""
-        root = Path(path).absolute()
-        table = _create_if_missing(df, root, partition_by, enable_cdf=enable_cdf)
+        files = Storage(path)
+        table = _create_if_missing(df, files, partition_by, enable_cdf=enable_cdf)
         partition_columns = list(table.metadata().partition_columns)
-        actions = _write_files(df, root, partition_columns)
+        actions = _write_files(df, files, partition_columns)
         table.create_write_transaction(
             actions,
             mode="overwrite",
@@ -200,28 +196,29 @@ class DeltaRsBackend(LakeBackend):
         deletion vectors, cdc and txn actions) is written by `_commit`, since delta-rs's
         Python API has neither cdc actions nor deletion vectors. A batch without retractions
         is appended."""
-        root = Path(path).absolute()
+        storage = Storage(path)
         columns = [c for c in changes.columns if c not in SYSTEM_COLUMNS]
-        table = _create_if_missing(changes.select(*columns), root, (), enable_cdf=True)
+        table = _create_if_missing(changes.select(*columns), storage, (), enable_cdf=True)
         if is_committed(table, app_id, app_version):
             return None
         files = _active_files(table) if retracting else {}
         if not files:  # nothing to rewrite: an append of what the batch leaves
             rows = final_rows(changes, key) if retracting else additions(changes)
             return self.append_dataframe(
-                rows, root, app_id=app_id, app_version=app_version, commit_info=commit_info
+                rows, path, app_id=app_id, app_version=app_version, commit_info=commit_info
             )
         deleted = deleted_rows(table)
-        stored = self._stored_rows(table, root, files, deleted)
+        stored = self._stored_rows(table, storage, files, deleted)
         gone = Counter(deleted[DELETED_FILE].to_pylist())
         live = {name: rows - gone[name] for name, (_, rows) in files.items()}
         with without_constraint_propagation(self.spark):
             upsert = apply_changes(changes, stored, key, live)
-            return self._rewrite(table, root, upsert, files, deleted, app_id, app_version,
+            return self._rewrite(table, storage, upsert, files, deleted, app_id, app_version,
                                  commit_info)
 
     def _rewrite(
-        self, table: DeltaTable, root: Path, upsert: Upsert, files: Mapping[str, tuple[int, int]],
+        self, table: DeltaTable, root: Storage, upsert: Upsert,
+        files: Mapping[str, tuple[int, int]],
         deleted: pa.Table, app_id: str, app_version: int, commit_info: Mapping[str, str] | None,
     ) -> int | None:
         """Write the upsert's files and deletion vectors and commit them: the files it
@@ -230,7 +227,7 @@ class DeltaRsBackend(LakeBackend):
                 for a in _write_files(upsert.rows, root, [])]
         change_data = _write_change_data(upsert.change_data, root)
         marked = sorted(upsert.deleted_rows)
-        current = self._current_vectors(root, table, [*upsert.rewritten_files, *marked])
+        current = self._current_vectors(root.location, table, [*upsert.rewritten_files, *marked])
         before = _rows_by_file(deleted, marked)
         vectors = write_vectors(root, {
             name: before.get(name, BitMap()) | BitMap(upsert.deleted_rows[name])
@@ -239,7 +236,7 @@ class DeltaRsBackend(LakeBackend):
         written = [*adds, *change_data]
         try:
             return write_commit(
-                Storage(root), table.version() + 1,
+                root, table.version() + 1,
                 adds=[*adds, *(DataFile(name, *files[name], vectors[name].action())
                                for name in marked)],
                 removes=[DataFile(name, *files[name], current[name])
@@ -251,25 +248,26 @@ class DeltaRsBackend(LakeBackend):
             )
         except CommitConflict:
             table.update_incremental()
-            for file in written:
-                (root / file.path).unlink(missing_ok=True)
-            for vector in {v.file_name for v in vectors.values()}:
-                (root / vector).unlink(missing_ok=True)
+            for name in {*(file.path for file in written),
+                         *(v.file_name for v in vectors.values())}:
+                root.delete(name)
             if is_committed(table, app_id, app_version):
                 return None
             msg = (
-                f"{root}: another writer committed version {table.version()} while this run "
-                "applied its changes; nothing of this run was committed: run it again"
+                f"{root.location}: another writer committed version {table.version()} while "
+                "this run applied its changes; nothing of this run was committed: run it again"
             )
             raise SourceError(msg) from None
 
     def _stored_rows(
-        self, table: DeltaTable, root: Path, files: Iterable[str], deleted: pa.Table
+        self, table: DeltaTable, root: Storage, files: Iterable[str], deleted: pa.Table
     ) -> DataFrame:
         """The rows of the table's active `files`, each with its data file's name and its index
         there; the rows `deleted` (by deletion vectors) are left out."""
         schema = StructType.fromJson(json.loads(table.schema().to_json()))
-        scan = self.spark.read.schema(schema).parquet(*(str(root / unquote(p)) for p in files))
+        scan = self.spark.read.schema(schema).parquet(
+            *(file_uri(str(root.location), p) for p in files)
+        )
         rows = scan.select(
             "*",
             F.col("_metadata.file_name").alias(FILE_NAME),
@@ -287,7 +285,7 @@ class DeltaRsBackend(LakeBackend):
         return self.spark.createDataFrame(deleted) if deleted.num_rows else None
 
     def _current_vectors(
-        self, root: Path, table: DeltaTable, names: Sequence[str]
+        self, root: str | Path, table: DeltaTable, names: Sequence[str]
     ) -> dict[str, Mapping[str, object] | None]:
         """The deletion vector descriptor each active data file is logged with (a `remove`
         must name it): from the newest commits back to the file's latest `add`, else from the
@@ -299,7 +297,7 @@ class DeltaRsBackend(LakeBackend):
         for version in range(table.version(), -1, -1):
             commit = self._read_log(root, range(version, version + 1)).get(version)
             if commit is None:  # cleaned up: the checkpoint has the rest
-                found |= _checkpointed_vectors(root, wanted - set(found))
+                found |= _checkpointed_vectors(Storage(root), wanted - set(found))
                 break
             for action in reversed(commit.actions):
                 name = unquote(action.path).rsplit("/", 1)[-1]
@@ -345,54 +343,40 @@ class DeltaRsBackend(LakeBackend):
         )
 
     def _read_log(self, path: str | Path, versions: range) -> dict[int, LogCommit]:
-        log = Path(path) / "_delta_log"
+        table = Storage(path)
         commits: dict[int, LogCommit] = {}
         for version in versions:
-            file = log / log_file_name(version)
-            if file.exists():
+            found = table.read_stamped(f"_delta_log/{log_file_name(version)}")
+            if found is not None:
+                text, written_ms = found
                 commits[version] = parse_commit(
-                    version,
-                    file.read_text().splitlines(),
-                    fallback_timestamp_ms=int(file.stat().st_mtime * 1000),
+                    version, text.splitlines(), fallback_timestamp_ms=written_ms
                 )
         return commits
 
     def _missing_files(self, uris: Sequence[str]) -> set[str]:
-        return {uri for uri in uris if not os.path.exists(uri)}
+        return missing(uris)
 
     def _table_uri(self, path: str | Path) -> str:
-        return str(Path(path).absolute())
+        return str(as_location(path))
 
 
 def _create_if_missing(
-    df: DataFrame, root: Path, partition_by: Sequence[str], *, enable_cdf: bool
+    df: DataFrame, root: Storage, partition_by: Sequence[str], *, enable_cdf: bool
 ) -> DeltaTable:
     return open_or_create(
-        root, Schema.from_json(df.schema.json()), partition_by, enable_cdf=enable_cdf
+        root.location, Schema.from_json(df.schema.json()), partition_by, enable_cdf=enable_cdf
     )
 
 
-def _write_files(df: DataFrame, root: Path, partition_columns: list[str]) -> list[AddAction]:
-    """Spark writes `df` as parquet into a staging folder of the table, then the files move in.
-
-    What killed writes left in the table (staging folders, temporary commits) goes first.
-    """
-    for folder in (root, root / "_delta_log"):
-        sweep(folder)
-    staging = staging_folder(root)
-    try:
-        df.write.partitionBy(*partition_columns).parquet(str(staging))
-        from chronolake.runtime.faults import FaultPoint, fault_point  # runtime imports lake
-
-        fault_point(FaultPoint.IN_STAGING)
-        return _move_into_table(staging, root)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+def _write_files(df: DataFrame, root: Storage, partition_columns: list[str]) -> list[AddAction]:
+    """Spark writes `df` as Parquet into the table through a staging folder (`write_staged`)."""
+    return write_staged(root, df.write.partitionBy(*partition_columns).parquet)
 
 
-def _write_change_data(rows: DataFrame, root: Path) -> list[DataFile]:
+def _write_change_data(rows: DataFrame, root: Storage) -> list[DataFile]:
     """Spark writes the change rows (with `_change_type`) under `_change_data/`."""
-    folder = root / "_change_data"
+    folder = Storage(root.path_of("_change_data"))
     written = [
         DataFile(f"_change_data/{a.path}", a.size, json.loads(a.stats)["numRecords"])
         for a in _write_files(rows, folder, [])
@@ -423,23 +407,27 @@ def _rows_by_file(deleted: pa.Table, names: Sequence[str]) -> dict[str, BitMap]:
     }
 
 
-def _checkpointed_vectors(root: Path, names: set[str]) -> dict[str, Mapping[str, object] | None]:
+def _checkpointed_vectors(
+    root: Storage, names: set[str]
+) -> dict[str, Mapping[str, object] | None]:
     """The deletion vector descriptors the last checkpoint logs for `names`' `add` actions."""
-    pointer = root / "_delta_log" / "_last_checkpoint"
-    if not names or not pointer.exists():
+    pointer = root.read_text("_delta_log/_last_checkpoint")
+    if not names or pointer is None:
         return {}
-    version = json.loads(pointer.read_text())["version"]
-    parts = sorted((root / "_delta_log").glob(f"{version:020d}.checkpoint*.parquet"))
+    version = json.loads(pointer)["version"]
+    parts = [name for name in root.names("_delta_log")
+             if name.startswith(f"{version:020d}.checkpoint") and name.endswith(".parquet")]
     found: dict[str, Mapping[str, object] | None] = {}
-    for part in parts:
-        for add in pq.read_table(part, columns=["add"])["add"].to_pylist():
+    for part in sorted(parts):
+        data = pa.BufferReader(root.read_bytes(f"_delta_log/{part}") or b"")
+        for add in pq.read_table(data, columns=["add"])["add"].to_pylist():
             name = unquote(add["path"]).rsplit("/", 1)[-1] if add else None
             if name in names:
                 found[name] = add.get("deletionVector")
     return found
 
 
-def _check_columns(df: DataFrame, table: DeltaTable, root: Path) -> None:
+def _check_columns(df: DataFrame, table: DeltaTable, root: str | Path) -> None:
     expected = [field.name for field in table.schema().fields]
     if sorted(df.columns) != sorted(expected):
         msg = (
@@ -447,35 +435,3 @@ def _check_columns(df: DataFrame, table: DeltaTable, root: Path) -> None:
             "expected the same column names; select the table's columns before appending"
         )
         raise SourceError(msg)
-
-
-def _move_into_table(staging: Path, root: Path) -> list[AddAction]:
-    """Move Spark's part files into the table folder and describe each as an `add` action.
-
-    Partition values come from Spark's `col=value` folders; row counts from each
-    file's parquet footer (metadata-sized). Empty files are dropped.
-    """
-    actions: list[AddAction] = []
-    for file in sorted(staging.rglob("*.parquet")):
-        relative = file.relative_to(staging)
-        rows = pq.ParquetFile(file).metadata.num_rows
-        if rows == 0:
-            continue
-        target = root / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(file, target)
-        partition_values = {
-            key: None if value == _HIVE_NULL else unquote(value)
-            for key, value in (part.split("=", 1) for part in relative.parts[:-1])
-        }
-        actions.append(
-            AddAction(
-                path=relative.as_posix(),  # delta-rs URL-encodes it for the log
-                size=target.stat().st_size,
-                partition_values=partition_values,
-                modification_time=int(time.time() * 1000),
-                data_change=True,
-                stats=json.dumps({"numRecords": rows}),
-            )
-        )
-    return actions

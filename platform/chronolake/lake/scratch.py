@@ -91,7 +91,12 @@ def scratch_name(prefix: str) -> str:
 
 def staging_folder(root: Path) -> Path:
     """A new staging folder for Spark's files of a write into the table at `root`."""
-    return root / scratch_name(STAGING_PREFIX)
+    return root / staging_name()
+
+
+def staging_name() -> str:
+    """The name of a new staging folder inside a table, for Spark's files of one write."""
+    return scratch_name(STAGING_PREFIX)
 
 
 def sweep(folder: Path) -> list[Path]:
@@ -115,12 +120,19 @@ def sweep(folder: Path) -> list[Path]:
     return removed
 
 
+def writer_of(name: str) -> Writer | None:
+    """The writer a scratch name of this module names; None for any other name."""
+    prefix = next((p for p in SCRATCH_PREFIXES if name.startswith(p)), None)
+    return None if prefix is None else Writer.parse(name.removeprefix(prefix).rsplit(".", 1)[0])
+
+
 def _is_debris(entry: os.DirEntry[str], now_s: float) -> bool:
-    prefix = next((p for p in SCRATCH_PREFIXES if entry.name.startswith(p)), None)
-    if prefix is None:
-        return _FOREIGN_TEMP.fullmatch(entry.name) is not None and _older_than_ttl(entry, now_s)
-    writer = Writer.parse(entry.name.removeprefix(prefix).rsplit(".", 1)[0])
-    return _older_than_ttl(entry, now_s) if writer is None else writer.is_gone(now_s)
+    writer = writer_of(entry.name)
+    if writer is not None:
+        return writer.is_gone(now_s)
+    if entry.name.startswith(SCRATCH_PREFIXES):  # an older chronolake's name
+        return _older_than_ttl(entry, now_s)
+    return _FOREIGN_TEMP.fullmatch(entry.name) is not None and _older_than_ttl(entry, now_s)
 
 
 def _older_than_ttl(entry: os.DirEntry[str], now_s: float) -> bool:

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from functools import cached_property
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
@@ -30,7 +31,7 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, BaseError
 from obstore.store import LocalStore, ObjectStore, from_url
 
-from chronolake.lake.scratch import sweep
+from chronolake.lake.scratch import STAGING_PREFIX, sweep, writer_of
 
 LOCAL_SCHEME = "file"
 Location = str | os.PathLike[str]
@@ -49,12 +50,37 @@ def as_location(root: Location) -> str | Path:
     return text.rstrip("/")
 
 
+def location_uri(location: Location) -> str:
+    """A location as a URI (`file:///…` for a local folder), as Dagster shows it."""
+    root = as_location(location)
+    return root.as_uri() if isinstance(root, Path) else root
+
+
 def join(location: Location, key: str) -> str | Path:
     """`key` (a `/`-separated path) under a lake location: a `Path` on a local disk, else a URI."""
     root = as_location(location)
     if isinstance(root, Path):
         return root / key
     return f"{root}/{key.strip('/')}"
+
+
+def missing(locations: Sequence[str]) -> set[str]:
+    """Which of `locations` (files, as paths or URIs) hold nothing: a `stat` each on a local
+    disk, one listing per folder on an object store (not a request per file)."""
+    by_folder: dict[str, list[tuple[str, str]]] = {}
+    for location in locations:
+        folder, _, name = location.rstrip("/").rpartition("/")
+        by_folder.setdefault(folder, []).append((location, name))
+    absent: set[str] = set()
+    for folder, entries in by_folder.items():
+        storage = Storage(folder)
+        if isinstance(storage.location, Path):
+            absent |= {location for location, name in entries
+                       if not (storage.location / name).exists()}
+        else:
+            present = set(storage.names())
+            absent |= {location for location, name in entries if name not in present}
+    return absent
 
 
 class Storage:
@@ -75,18 +101,55 @@ class Storage:
 
     def read_text(self, key: str) -> str | None:
         """The document at `key`, or None when there is none."""
-        if not self._exists_locally():
-            return None
-        try:
-            return bytes(obstore.get(self._store, key).bytes()).decode()
-        except FileNotFoundError:
-            return None
+        found = self.read_stamped(key)
+        return None if found is None else found[0]
+
+    def read_stamped(self, key: str) -> tuple[str, int] | None:
+        """The document at `key` and when it was last written (ms since the epoch), or None
+        when there is none."""
+        found = self._get(key)
+        return None if found is None else (found[0].decode(), found[1])
+
+    def read_bytes(self, key: str) -> bytes | None:
+        """The object at `key`, or None when there is none."""
+        found = self._get(key)
+        return None if found is None else found[0]
+
+    def read_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes `start` (inclusive) to `end` (exclusive) of the object at `key`."""
+        return bytes(obstore.get_range(self._store, key, start=start, end=end))
 
     def write_text(self, key: str, text: str) -> None:
         """Write the document at `key` whole, replacing what was there: a reader sees the
         old document or the new one."""
+        self.write_bytes(key, text.encode())
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        """Write the object at `key` whole, replacing what was there."""
         self._sweep_beside(key)
-        obstore.put(self._store, key, text.encode())
+        obstore.put(self._store, key, data)
+
+    def move(self, key: str, to: str) -> None:
+        """Move the object at `key` to `to` (a rename on a local disk; a copy, then a delete,
+        on an object store: never a commit point, which a put-if-absent write is)."""
+        obstore.rename(self._store, key, to)
+
+    def sizes(self, prefix: str) -> dict[str, int]:
+        """Every object under the folder `prefix` (at any depth), with its size in bytes."""
+        return {meta["path"]: meta["size"] for meta in self._objects(prefix)}
+
+    def sweep(self, prefix: str = "") -> None:
+        """Remove what killed writers left directly in the folder `prefix`: on a local disk
+        every kind of scratch (`chronolake.lake.scratch`); on an object store, where an upload
+        cut off leaves nothing, the staging folders of writers that are gone."""
+        if isinstance(self.location, Path):
+            sweep(self.location / prefix)
+            return
+        now = time.time()
+        for name in self.folders(prefix):
+            writer = writer_of(name)
+            if name.startswith(STAGING_PREFIX) and writer is not None and writer.is_gone(now):
+                self.delete_tree(f"{prefix}/{name}".strip("/"))
 
     def create_text(self, key: str, text: str) -> bool:
         """Create the document at `key` unless one exists (put-if-absent); whether this call
@@ -148,6 +211,19 @@ class Storage:
         """On a local disk, remove what killed writers left in `key`'s folder (`sweep`)."""
         if isinstance(self.location, Path):
             sweep((self.location / key).parent)
+
+    def _get(self, key: str) -> tuple[bytes, int] | None:
+        """The object at `key` and when it was last written (ms since the epoch). A local
+        file is read directly: a Delta log is read a file per version, and this is twice as
+        fast as obstore's local store."""
+        try:
+            if isinstance(self.location, Path):
+                with (self.location / key).open("rb") as file:
+                    return file.read(), int(os.fstat(file.fileno()).st_mtime * 1000)
+            found = obstore.get(self._store, key)
+            return bytes(found.bytes()), int(found.meta["last_modified"].timestamp() * 1000)
+        except FileNotFoundError:
+            return None
 
     def _exists_locally(self) -> bool:
         """False for a local folder that does not exist yet (which reading must not create);
