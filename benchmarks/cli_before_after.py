@@ -1,9 +1,10 @@
 """`chronolake run orders_enriched` on a trivial lake with two versions of the code, interleaved.
 
 A change's effect on a run's fixed cost is smaller than this machine's drift over an hour, so
-the two versions take turns: each round builds a fresh lake (one order, one rate, the
-reference platform's catalog) for each, and runs it in a fresh process with that version's
-`platform/` first on `PYTHONPATH`. Reports each version's median and their ratio.
+the two versions take turns, the first of each round alternating: each round builds a fresh
+lake (one order, one rate, the reference platform's catalog) for each, and runs it in a fresh
+process with that version's `platform/` first on `PYTHONPATH`. Reports each version's median
+and their ratio.
 
     git worktree add /tmp/before <rev>
     .venv/bin/python benchmarks/cli_before_after.py --before /tmp/before --repeat 4
@@ -42,7 +43,8 @@ def main() -> None:
     seconds: dict[str, list[float]] = {label: [] for label in versions}
     with tempfile.TemporaryDirectory() as folder:
         for round_number in range(args.repeat):
-            for label, code in versions.items():
+            turns = list(versions.items())
+            for label, code in turns if round_number % 2 == 0 else reversed(turns):
                 lake = Path(folder) / f"{label}-{round_number}"
                 _tiny_lake(lake)
                 seconds[label].append(_run_seconds(code, lake))
