@@ -26,11 +26,13 @@ import pyarrow as pa
 import pytest
 from _object_store_run import APP_ID, VIEW, input_rows
 from _orders_and_rates import ORDERS_AND_RATES
+from click.testing import CliRunner
 from dagster import AssetKey, DagsterInstance, Definitions, build_sensor_context
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from chronolake.catalog import Catalog
+from chronolake.cli import main as cli
 from chronolake.dagster import (
     LakeResource,
     chronolake_asset_checks,
@@ -243,6 +245,29 @@ def test_a_code_location_on_a_bucket_shows_its_assets_observes_and_senses_new_ve
     write_deltalake(orders, pa.table({"order_id": [3]}), mode="append")
     moved = sensor.evaluate_tick(build_sensor_context(instance=instance, cursor=first.cursor))
     assert [r.run_key for r in moved.run_requests] == ["orders@1,rates@0"]
+
+
+def test_the_cli_declares_into_and_shows_a_lake_on_a_bucket(lake: str, tmp_path: Path) -> None:
+    """`--lake s3://…`: a script declares the lake's tables and view there, `status` shows where
+    the view's last run left it, and a prefix without a lake is refused and left empty."""
+    ddl = tmp_path / "platform.sql"
+    ddl.write_text(ORDERS_AND_RATES + _ENRICHED)
+    declared = CliRunner().invoke(cli, ["sql", "--lake", lake, "-f", str(ddl)])
+    assert declared.exit_code == 0, declared.output
+    assert f"-- registered view {VIEW}" in declared.output
+    _run(lake)
+
+    shown = CliRunner().invoke(cli, ["status", "--lake", lake, "--format", "json"])
+
+    assert shown.exit_code == 0, shown.output
+    rows = {row["name"]: row for row in map(json.loads, shown.output.splitlines())}
+    assert sorted(rows) == ["enriched", "orders", "rates"]
+    assert (rows[VIEW]["what"], rows[VIEW]["last_run"]) == ("view", 1)
+    empty = f"{lake}-nothing"
+    refused = CliRunner().invoke(cli, ["status", "--lake", empty])
+    assert refused.exit_code == 1
+    assert refused.output.startswith(f"error: no lake at {empty}: it holds no chronolake")
+    assert not Storage(empty).holds("_chronolake")
 
 
 _ENRICHED = (f"CREATE VIEW {VIEW} AS SELECT o.order_id, o.amount * r.rate AS usd FROM orders "

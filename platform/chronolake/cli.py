@@ -25,7 +25,8 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from chronolake.errors import ChronolakeError, SourceError
-from chronolake.lake.layout import LOGS_ROOT, SYSTEM_ROOT, holds_lake
+from chronolake.lake.layout import LOGS_ROOT, SYSTEM_ROOT, has_catalog, holds_lake
+from chronolake.lake.storage import Storage, as_location, join
 from chronolake.runtime.source_checks import OverwritePolicy
 
 KEPT_LOGS = 20
@@ -36,10 +37,21 @@ KEPT_LOGS = 20
 class _Step:
     """What the running command is doing: named when Spark fails or the user interrupts."""
 
-    lake: Path | None = None
+    lake: str | Path | None = None
     verbose: bool = False
     doing: str = "the command"
     interrupted: str = "interrupted; the lake is as it was before this command"
+
+
+class _LakeRoot(click.ParamType):
+    """A lake root: a folder, or an object store URI (`s3://bucket/lake`)."""
+
+    name = "folder|uri"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> str | Path:
+        return as_location(str(value))
 
 
 def _step() -> _Step:
@@ -115,10 +127,11 @@ VERBOSE_OPTION = click.option(
 @main.command()
 @click.option(
     "--lake",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=_LakeRoot(),
     required=True,
-    help="Lake root folder: table paths in DDL are relative to it; the catalog lives in its "
-    "_chronolake/ folder. A script that declares tables may start a new lake here.",
+    help="Lake root, a folder or a URI (s3://bucket/lake): table paths in DDL are relative to "
+    "it; the catalog lives in its _chronolake/ folder. A script that declares tables may start "
+    "a new lake here.",
 )
 @click.option(
     "-f",
@@ -139,7 +152,9 @@ VERBOSE_OPTION = click.option(
     "(timestamps as 'YYYY-MM-DD HH:MM:SS[.fff]', decimals as strings).",
 )
 @VERBOSE_OPTION
-def sql(lake: Path, script: click.utils.LazyFile, output_format: str, verbose: bool) -> None:
+def sql(
+    lake: str | Path, script: click.utils.LazyFile, output_format: str, verbose: bool
+) -> None:
     """Run a SQL script against a lake and print each query's rows."""
     from pyspark.sql import DataFrame
     from sqlglot import exp
@@ -189,10 +204,11 @@ def sql(lake: Path, script: click.utils.LazyFile, output_format: str, verbose: b
 
 LAKE_OPTION = click.option(
     "--lake",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    default=Path("demo-lake"),
+    type=_LakeRoot(),
+    default="demo-lake",
     show_default=True,
-    help="Lake root folder: the Delta tables, and chronolake's catalog and state in _chronolake/.",
+    help="Lake root, a folder or a URI (s3://bucket/lake): the Delta tables, and chronolake's "
+    "catalog and state in _chronolake/.",
 )
 
 
@@ -253,7 +269,7 @@ def dev(dagster_options: tuple[str, ...]) -> None:
     help="Seed of the new data's random choices (default: the orders table's version, so a "
     "tour feeds the same orders every time).",
 )
-def feed(lake: Path, seed: int | None) -> None:
+def feed(lake: str | Path, seed: int | None) -> None:
     """Feed the demo lake new data: new orders, a correction, a cancellation, a rate change.
 
     Then `chronolake run` a view (or materialize it in Dagster) to see them go through.
@@ -268,7 +284,7 @@ def feed(lake: Path, seed: int | None) -> None:
         "interrupted; the demo lake may have part of this feed (each change is a whole Delta "
         "commit): run `chronolake feed` again for more"
     )
-    tables = {name: lake / name for name in ("orders", "rates")}
+    tables = {name: join(lake, name) for name in ("orders", "rates")}
     if not all(is_table(path) for path in tables.values()):
         msg = (
             f"no demo lake at {lake}: expected the Delta tables orders/ and rates/ there; build "
@@ -305,7 +321,8 @@ def feed(lake: Path, seed: int | None) -> None:
 )
 @VERBOSE_OPTION
 def run(
-    table: str, lake: Path, full_refresh: bool, on_source_overwrite: str, with_upstream: bool,
+    table: str, lake: str | Path, full_refresh: bool, on_source_overwrite: str,
+    with_upstream: bool,
     verbose: bool,
 ) -> None:
     """Bring the view TABLE up to date: read new commits, emit, commit exactly once."""
@@ -356,7 +373,7 @@ def run(
     help="A table for people (fits 80 columns), or one JSON object per table and view, one "
     "per line (times in ISO 8601, UTC).",
 )
-def status(lake: Path, output_format: str) -> None:
+def status(lake: str | Path, output_format: str) -> None:
     """Show every table and view: kind, rowtime, watermark, pending rows, last run and, when
     it failed, its error."""
     from chronolake.output import print_status, print_status_json
@@ -368,7 +385,7 @@ def status(lake: Path, output_format: str) -> None:
     (print_status_json if output_format == "json" else print_status)(rows)
 
 
-def _require_lake(lake: Path) -> None:
+def _require_lake(lake: str | Path) -> None:
     if not holds_lake(lake):
         msg = (
             f"no lake at {lake}: it holds no chronolake catalog ({SYSTEM_ROOT}/) and no Delta "
@@ -390,19 +407,18 @@ def _report_spark_error(error: BaseException, step: _Step) -> None:
     click.echo(f"  Spark's full error: {log}{hint}", err=True)
 
 
-def _write_log(lake: Path | None, text: str) -> Path:
+def _write_log(lake: str | Path | None, text: str) -> str | Path:
     """Write a log under the lake's `_chronolake/logs/` (a temporary folder when there is no
     lake, so that a failure creates no lake), keeping the newest `KEPT_LOGS`."""
-    if lake is not None and (lake / SYSTEM_ROOT).is_dir():
-        directory = lake / LOGS_ROOT
+    if lake is not None and has_catalog(lake):
+        logs = Storage(join(lake, LOGS_ROOT.as_posix()))
     else:
-        directory = Path(tempfile.gettempdir()) / "chronolake-logs"
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{os.getpid()}.log"
-    path.write_text(text)
-    for old in sorted(directory.glob("*.log"))[:-KEPT_LOGS]:
-        old.unlink(missing_ok=True)
-    return path
+        logs = Storage(Path(tempfile.gettempdir()) / "chronolake-logs")
+    name = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{os.getpid()}.log"
+    logs.write_text(name, text)
+    for old in sorted(n for n in logs.names() if n.endswith(".log"))[:-KEPT_LOGS]:
+        logs.delete(old)
+    return logs.path_of(name)
 
 
 def _quiet_spark_logs() -> None:

@@ -95,7 +95,9 @@ def print_status_json(rows: list[TableStatus]) -> None:
         print(row.model_dump_json())
 
 
-def print_feed(tables: dict[str, Path], before: dict[str, int], after: dict[str, int]) -> None:
+def print_feed(
+    tables: dict[str, str | Path], before: dict[str, int], after: dict[str, int]
+) -> None:
     """What `chronolake feed` added to each table: its rows appended, updated and deleted,
     and its new Delta versions, read from the Delta log."""
     for name, path in tables.items():

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from chronolake.catalog import load_entries
 from chronolake.lake.layout import output_path
 from chronolake.lake.stamps import stamped_watermark
+from chronolake.lake.storage import as_location
 from chronolake.lake.tables import is_table, latest_commits
 from chronolake.runtime.checkpoint import CheckpointStore
 from chronolake.runtime.last_error import last_failure
@@ -44,12 +45,12 @@ def lake_status(root: str | os.PathLike[str]) -> list[TableStatus]:
         row = TableStatus(name=spec.name, what=entry.kind, kind=spec.kind.value,
                           rowtime=spec.rowtime)
         if entry.kind == "view":
-            row = row.model_copy(update=_view_status(Path(root), name))
+            row = row.model_copy(update=_view_status(as_location(root), name))
         rows.append(row)
     return rows
 
 
-def _view_status(root: Path, name: str) -> dict[str, object]:
+def _view_status(root: str | Path, name: str) -> dict[str, object]:
     """A view's last committed run (its checkpoint, or for a recomputed view its output's
     latest commit) and the error of its last run if that failed."""
     fields: dict[str, object] = {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chronolake.lake.storage import Location, join
+from chronolake.lake.storage import Location, Storage, as_location, join
 
 SYSTEM_ROOT = Path("_chronolake")
 CATALOG_ROOT = SYSTEM_ROOT / "catalog"
@@ -45,12 +45,25 @@ def history_path(root: Location, name: str) -> str | Path:
     return join(state_path(root, name), "history")
 
 
-def holds_lake(root: Path) -> bool:
+def holds_lake(root: Location) -> bool:
     """Whether `root` holds a lake: chronolake's folder, or a Delta table at most two folders
     down (tables a script is about to declare)."""
-    if (root / SYSTEM_ROOT).is_dir() or (root / "_delta_log").is_dir():
+    location = as_location(root)
+    if isinstance(location, Path):
+        if (location / SYSTEM_ROOT).is_dir() or (location / "_delta_log").is_dir():
+            return True
+        return any(location.glob("*/_delta_log")) or any(location.glob("*/*/_delta_log"))
+    lake = Storage(location)
+    if lake.holds(SYSTEM_ROOT.as_posix()) or lake.holds("_delta_log"):
         return True
-    return any(root.glob("*/_delta_log")) or any(root.glob("*/*/_delta_log"))
+    return any(lake.holds(f"{folder}/_delta_log")
+               or any(lake.holds(f"{folder}/{inner}/_delta_log") for inner in lake.folders(folder))
+               for folder in lake.folders())
+
+
+def has_catalog(root: Location) -> bool:
+    """Whether `root` holds chronolake's folder (a lake that has been declared into)."""
+    return Storage(root).holds(SYSTEM_ROOT.as_posix())
 
 
 def late_path(root: Location, name: str) -> str | Path:
