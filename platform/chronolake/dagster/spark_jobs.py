@@ -11,6 +11,7 @@ A server whose UI is off, or out of reach, leaves the stages with seconds only.
 from __future__ import annotations
 
 import json
+import socket
 import time
 import urllib.request
 import uuid
@@ -116,6 +117,8 @@ def _ask_connect_ui(spark: SparkSession) -> str | None:
         return None
     base = ui_applications(host, port)
     try:
+        # A host that drops packets costs the short timeout, not the first request's long one.
+        socket.create_connection((host, int(port)), timeout=_UI_TIMEOUT_S).close()
         with urllib.request.urlopen(base, timeout=_UI_FIRST_TIMEOUT_S) as response:
             [application, *_] = json.load(response)
     except (OSError, ValueError):
