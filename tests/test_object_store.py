@@ -23,12 +23,14 @@ from pathlib import Path, PurePosixPath
 from uuid import uuid4
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from _object_store_run import APP_ID, VIEW, input_rows
 from _orders_and_rates import ORDERS_AND_RATES
 from click.testing import CliRunner
 from dagster import AssetKey, DagsterInstance, Definitions, build_sensor_context
-from deltalake import CommitProperties, DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Schema, write_deltalake
+from pyarrow.fs import FileSystem
 from pyspark.sql import SparkSession
 
 from chronolake.catalog import Catalog
@@ -41,9 +43,12 @@ from chronolake.dagster import (
 )
 from chronolake.errors import DefinitionError
 from chronolake.lake import DeltaRsBackend
+from chronolake.lake.appends import commit_appended, open_or_create
+from chronolake.lake.files import file_uri
 from chronolake.lake.layout import lock_dir, output_path
 from chronolake.lake.scratch import STAGING_PREFIX
-from chronolake.lake.storage import Storage
+from chronolake.lake.staging import write_staged
+from chronolake.lake.storage import Storage, missing
 from chronolake.runtime.checkpoint import CheckpointStore
 from chronolake.runtime.lock import LEASE_TTL_S, lease_name
 from ops import JOBS, sensors
@@ -205,6 +210,32 @@ def test_the_embedded_backend_reads_a_tables_log_on_an_object_store(
     assert (backend.is_delta_table(uri), backend.latest_version(uri)) == (True, 3)
 
 
+def test_files_in_escaped_partition_folders_are_staged_committed_and_found(lake: str) -> None:
+    """A partition value Spark escapes in its folder's name (`10:00` in `dt=10%3A00`): the
+    staged file moves into that folder, is committed with the value, and is found there."""
+    uri = f"{lake}/by_time"
+    table = open_or_create(uri, Schema.from_arrow(pa.schema([("id", pa.int64()),
+                                                              ("dt", pa.string())])),
+                           partition_by=["dt"])
+    rows = pa.table({"id": [1, 2]})
+
+    def as_spark_writes(where: str) -> None:  # the value escaped in the folder's name
+        filesystem, folder = FileSystem.from_uri(where)
+        pq.write_table(rows, f"{folder}/dt=10%3A00/part-00000.parquet", filesystem=filesystem)
+
+    added = write_staged(Storage(uri), as_spark_writes)
+    commit_appended(table, uri, added, app_id="t", app_version=1)
+
+    assert [a.partition_values for a in added] == [{"dt": "10:00"}]
+    stored = DeltaTable(uri).to_pyarrow_table().to_pylist()
+    assert sorted((r["id"], r["dt"]) for r in stored) == [(1, "10:00"), (2, "10:00")]
+    logged = pa.table(DeltaTable(uri).get_add_actions(flatten=False))["path"].to_pylist()
+    files = [file_uri(uri, path) for path in logged]  # where the backend has Spark read them
+    assert all("/dt=10%3A00/" in f for f in files) and missing(files) == set()
+    assert missing([f"{uri}/dt=10%3A00/part-gone.parquet"]) == {
+        f"{uri}/dt=10%3A00/part-gone.parquet"}
+
+
 def test_a_code_location_on_a_bucket_shows_its_assets_observes_and_senses_new_versions(
     lake: str,
 ) -> None:
@@ -267,7 +298,11 @@ def test_the_cli_declares_into_and_shows_a_lake_on_a_bucket(lake: str, tmp_path:
     refused = CliRunner().invoke(cli, ["status", "--lake", empty])
     assert refused.exit_code == 1
     assert refused.output.startswith(f"error: no lake at {empty}: it holds no chronolake")
-    assert not Storage(empty).holds("_chronolake")
+    unreachable = CliRunner().invoke(cli, ["status", "--lake", "s3://no-such-bucket/lake"])
+    assert unreachable.exit_code == 1
+    assert unreachable.output.startswith(
+        "error: the lake at s3://no-such-bucket/lake could not be read or written: ")
+    assert len(unreachable.output.splitlines()) == 1  # no traceback
 
 
 _ENRICHED = (f"CREATE VIEW {VIEW} AS SELECT o.order_id, o.amount * r.rate AS usd FROM orders "

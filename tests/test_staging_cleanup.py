@@ -30,6 +30,7 @@ from _crash import (
 from pyspark.sql import SparkSession
 
 from chronolake.catalog import Catalog
+from chronolake.errors import SourceError
 from chronolake.lake import DeltaRsBackend
 from chronolake.lake.layout import output_path
 from chronolake.lake.scratch import (
@@ -39,6 +40,7 @@ from chronolake.lake.scratch import (
     Writer,
     sweep,
 )
+from chronolake.lake.staging import write_staged
 from chronolake.lake.storage import Storage
 from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore
 from chronolake.runtime.derived import DerivedTable
@@ -105,9 +107,9 @@ def test_a_write_keeps_a_live_writers_staging_and_removes_a_killed_ones(
     stage = f"""
         import os, signal, sys
         from pathlib import Path
-        from chronolake.lake.scratch import TEMP_PREFIX, scratch_name, staging_folder
+        from chronolake.lake.scratch import TEMP_PREFIX, scratch_name, staging_name
         table = Path({str(table)!r})
-        folder = staging_folder(table)
+        folder = table / staging_name()
         (folder / "_temporary").mkdir(parents=True)
         (folder / "part-0.parquet").write_bytes(b"being written")
         (table / "_delta_log" / scratch_name(TEMP_PREFIX)).write_text("a commit")
@@ -193,3 +195,19 @@ def test_scratch_of_a_process_id_reused_by_a_later_process_is_removed(tmp_path: 
         path.touch()
     assert sweep(tmp_path) == ([earlier] if me.started else [])
     assert mine.exists()
+
+
+def test_a_staged_file_that_is_not_parquet_stops_the_write_and_leaves_the_table_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """A file cut short (or of another format) in staging is refused with the file's name,
+    before anything moves into the table; its staging folder goes all the same."""
+    table = Storage(tmp_path / "table")
+
+    def cut_short(folder: str) -> None:
+        Path(folder).mkdir(parents=True)
+        (Path(folder) / "part-00000.parquet").write_bytes(b"PAR1 and no footer")
+
+    with pytest.raises(SourceError, match=r"part-00000\.parquet: not a readable Parquet file"):
+        write_staged(table, cut_short)
+    assert list((tmp_path / "table").iterdir()) == []

@@ -26,7 +26,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from chronolake.errors import ChronolakeError, SourceError
 from chronolake.lake.layout import LOGS_ROOT, SYSTEM_ROOT, has_catalog, holds_lake
-from chronolake.lake.storage import Storage, as_location, join
+from chronolake.lake.storage import STORAGE_ERRORS, Storage, as_location, join
 from chronolake.runtime.source_checks import OverwritePolicy
 
 KEPT_LOGS = 20
@@ -84,6 +84,14 @@ class _Commands(click.Group):
                 ctx.exit(130)
             if isinstance(error, ChronolakeError):
                 click.echo(f"error: {error}", err=True)
+                ctx.exit(1)
+            if isinstance(error, STORAGE_ERRORS):
+                first = (str(error).splitlines() or [type(error).__name__])[0]
+                click.echo(
+                    f"error: the lake at {_step().lake} could not be read or written: {first}; "
+                    "check --lake, and for an object store its settings (credentials, "
+                    "AWS_REGION, AWS_ENDPOINT_URL)", err=True,
+                )
                 ctx.exit(1)
             from chronolake.spark_errors import is_spark_error
 
@@ -410,12 +418,14 @@ def _report_spark_error(error: BaseException, step: _Step) -> None:
 def _write_log(lake: str | Path | None, text: str) -> str | Path:
     """Write a log under the lake's `_chronolake/logs/` (a temporary folder when there is no
     lake, so that a failure creates no lake), keeping the newest `KEPT_LOGS`."""
-    if lake is not None and has_catalog(lake):
-        logs = Storage(join(lake, LOGS_ROOT.as_posix()))
-    else:
-        logs = Storage(Path(tempfile.gettempdir()) / "chronolake-logs")
     name = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{os.getpid()}.log"
-    logs.write_text(name, text)
+    local = Storage(Path(tempfile.gettempdir()) / "chronolake-logs")
+    try:
+        logs = Storage(join(lake, LOGS_ROOT.as_posix())) if lake and has_catalog(lake) else local
+        logs.write_text(name, text)
+    except STORAGE_ERRORS:  # the lake is out of reach: the error it explains still is shown
+        logs = local
+        logs.write_text(name, text)
     for old in sorted(n for n in logs.names() if n.endswith(".log"))[:-KEPT_LOGS]:
         logs.delete(old)
     return logs.path_of(name)

@@ -26,6 +26,7 @@ from chronolake.spark_session import local_spark_conf, pass_on_stderr, worker_py
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
 START_TIMEOUT_SECONDS = 180.0
+UI_WARM_TIMEOUT_SECONDS = 15.0
 SPARK_HOME = Path(pyspark.__file__).parent
 """The Spark distribution inside the pyspark package (its jars include Spark Connect's)."""
 
@@ -99,10 +100,10 @@ def ui_applications(host: str, port: int | str) -> str:
 def _warm_ui(ui_port: int) -> None:
     """Ask the server's Spark UI once, so its REST API (which starts on its first request,
     ~2 s) is up before the first run counts its stages' jobs there. A UI that does not answer
-    only leaves those counts out."""
+    within `UI_WARM_TIMEOUT_SECONDS` only leaves those counts out."""
     try:
         with urllib.request.urlopen(ui_applications("localhost", ui_port),
-                                    timeout=START_TIMEOUT_SECONDS):
+                                    timeout=UI_WARM_TIMEOUT_SECONDS):
             pass
     except OSError:
         pass

@@ -97,7 +97,7 @@ def _tagged(spark: SparkSession, tag: str) -> Iterator[Callable[[], int | None]]
 
 def _connect_ui(spark: SparkSession) -> str | None:
     """The REST API of the Connect server's application; None when its UI is off or out of
-    reach. Asked once per session (three round trips), not per stage."""
+    reach. Asked once per session (four round trips), not per stage."""
     session = str(getattr(spark, "session_id", id(spark)))
     if session not in _UI_BY_SESSION:
         _UI_BY_SESSION[session] = _ask_connect_ui(spark)

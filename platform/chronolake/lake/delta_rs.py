@@ -293,11 +293,12 @@ class DeltaRsBackend(LakeBackend):
         found: dict[str, Mapping[str, object] | None] = {}
         if FEATURE not in (table.protocol().reader_features or []):
             return dict.fromkeys(names)
-        wanted = set(names)
+        wanted, log = set(names), Storage(root)
+        listed = _log_names(log)
         for version in range(table.version(), -1, -1):
-            commit = self._read_log(root, range(version, version + 1)).get(version)
+            commit = _read_commits(log, range(version, version + 1), listed).get(version)
             if commit is None:  # cleaned up: the checkpoint has the rest
-                found |= _checkpointed_vectors(Storage(root), wanted - set(found))
+                found |= _checkpointed_vectors(log, wanted - set(found))
                 break
             for action in reversed(commit.actions):
                 name = unquote(action.path).rsplit("/", 1)[-1]
@@ -343,16 +344,7 @@ class DeltaRsBackend(LakeBackend):
         )
 
     def _read_log(self, path: str | Path, versions: range) -> dict[int, LogCommit]:
-        table = Storage(path)
-        commits: dict[int, LogCommit] = {}
-        for version in versions:
-            found = table.read_stamped(f"_delta_log/{log_file_name(version)}")
-            if found is not None:
-                text, written_ms = found
-                commits[version] = parse_commit(
-                    version, text.splitlines(), fallback_timestamp_ms=written_ms
-                )
-        return commits
+        return _read_commits(Storage(path), versions)
 
     def _missing_files(self, uris: Sequence[str]) -> set[str]:
         return missing(uris)
@@ -405,6 +397,33 @@ def _rows_by_file(deleted: pa.Table, names: Sequence[str]) -> dict[str, BitMap]:
             strict=True,
         )
     }
+
+
+def _read_commits(
+    table: Storage, versions: range, listed: set[str] | None = None
+) -> dict[int, LogCommit]:
+    """The parsed commits of `versions` still in the table's log. On a disk each is one file
+    read; on an object store the log is listed first (`listed`, when the caller has), so that
+    versions cleaned up cost no request: a ranged read is a listing and a GET per commit."""
+    names = listed if listed is not None else _log_names(table)
+    commits: dict[int, LogCommit] = {}
+    for version in versions:
+        name = log_file_name(version)
+        found = None if names is not None and name not in names else table.read_stamped(
+            f"_delta_log/{name}"
+        )
+        if found is not None:
+            text, written_ms = found
+            commits[version] = parse_commit(
+                version, text.splitlines(), fallback_timestamp_ms=written_ms
+            )
+    return commits
+
+
+def _log_names(table: Storage) -> set[str] | None:
+    """The names in an object store's `_delta_log`; None on a disk, where reading a missing
+    commit costs what asking for it would."""
+    return None if isinstance(table.location, Path) else set(table.names("_delta_log"))
 
 
 def _checkpointed_vectors(

@@ -89,11 +89,6 @@ def scratch_name(prefix: str) -> str:
     return f"{prefix}{Writer.current().tag()}.{uuid4().hex}"
 
 
-def staging_folder(root: Path) -> Path:
-    """A new staging folder for Spark's files of a write into the table at `root`."""
-    return root / staging_name()
-
-
 def staging_name() -> str:
     """The name of a new staging folder inside a table, for Spark's files of one write."""
     return scratch_name(STAGING_PREFIX)
@@ -144,14 +139,19 @@ def _older_than_ttl(entry: os.DirEntry[str], now_s: float) -> bool:
 
 @cache
 def _host() -> str:
-    """This host's name, with the process namespace where it has one (containers sharing a
-    host name see different process ids), as one dot-free token."""
-    try:
-        namespace = os.readlink("/proc/self/ns/pid").strip("pid:[]")
-    except OSError:
-        namespace = ""
+    """This host's name, with its boot's id and the process namespace where it has them, as
+    one dot-free token: machines sharing a bucket may share a host name (and the first
+    namespace's number), never a boot id; containers sharing a host see different process
+    ids."""
+    marks = []
+    for source in ("/proc/sys/kernel/random/boot_id", "/proc/self/ns/pid"):
+        try:
+            text = Path(source).read_text() if "random" in source else os.readlink(source)
+        except OSError:
+            continue
+        marks.append(re.sub(r"[^A-Za-z0-9]", "", text.strip().removeprefix("pid:"))[:12])
     name = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
-    return f"{name}-{namespace}" if namespace else name
+    return "-".join([name, *marks])
 
 
 def _process_start(pid: int) -> str | None:

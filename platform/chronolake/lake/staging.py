@@ -5,7 +5,8 @@ folder of the table (`.chronolake-staging-…`, named by its writer: `chronolake
 in Spark's layout (`col=value/` folders for partitions). Once the write is complete they move
 into the table and are described as `add` actions, for the one commit that makes them part of
 it (`chronolake.lake.appends`, or a MERGE's). A write killed half-way leaves one folder, which
-the next write into the table removes. On an object store a move is a copy and a delete; it
+the next write into the table removes (at once from the same host, after a day from another:
+`chronolake.lake.scratch`). On an object store a move is a copy and a delete; it
 is never the commit point (the Delta commit, a put-if-absent write, is), so it need not be
 atomic.
 """
@@ -22,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake.transaction import AddAction
 
+from chronolake.errors import SourceError
 from chronolake.lake.scratch import staging_name
 from chronolake.lake.storage import Storage
 
@@ -59,9 +61,9 @@ def _move_into_table(table: Storage, staging: str) -> list[AddAction]:
     """
     actions: list[AddAction] = []
     for key, size in sorted(table.sizes(staging).items()):
-        if not key.endswith(".parquet"):
-            continue
         relative = PurePosixPath(key).relative_to(staging)
+        if not key.endswith(".parquet") or any(map(_hidden, relative.parts)):
+            continue  # `_SUCCESS`, checksums, a committer's `_temporary/` or `__magic/`
         rows = _parquet_rows(table, key, size)
         if rows == 0:
             continue
@@ -83,10 +85,22 @@ def _move_into_table(table: Storage, staging: str) -> list[AddAction]:
     return actions
 
 
+def _hidden(part: str) -> bool:
+    """Whether Spark's reader skips a path part: `.x`, or `_x` unless a partition's `_x=v`."""
+    return part.startswith(".") or (part.startswith("_") and "=" not in part)
+
+
 def _parquet_rows(table: Storage, key: str, size: int) -> int:
     """The row count in the footer of the Parquet file at `key`: two small range reads (the
     footer's length, then the footer), never the file."""
-    tail = table.read_range(key, size - _FOOTER_TAIL, size)
+    tail = table.read_range(key, size - _FOOTER_TAIL, size) if size >= 12 else b""
     footer_length = int.from_bytes(tail[:4], "little")
+    if tail[4:] != _PARQUET_MAGIC or footer_length > size - 12:
+        msg = (
+            f"{table.path_of(key)}: not a readable Parquet file ({size} bytes, no plain "
+            "Parquet footer); the write that made it did not finish or wrote another format: "
+            "run again"
+        )
+        raise SourceError(msg)
     footer = table.read_range(key, size - _FOOTER_TAIL - footer_length, size)
     return int(pq.read_metadata(pa.BufferReader(_PARQUET_MAGIC + footer)).num_rows)

@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator, Sequence
 from functools import cached_property
 from pathlib import Path, PurePosixPath
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import obstore
 from obstore.exceptions import AlreadyExistsError, BaseError
@@ -45,8 +45,10 @@ def as_location(root: Location) -> str | Path:
     path), the URI itself for an object store."""
     text = os.fspath(root)
     parsed = urlparse(text)
-    if parsed.scheme in ("", LOCAL_SCHEME) or len(parsed.scheme) == 1:  # `C:\…` is local
-        return Path(parsed.path if parsed.scheme == LOCAL_SCHEME else text).absolute()
+    if parsed.scheme == LOCAL_SCHEME:
+        return Path(unquote(parsed.path)).absolute()
+    if "://" not in text or len(parsed.scheme) == 1:  # `lakes:v2` and `C:\…` are folders
+        return Path(text).absolute()
     return text.rstrip("/")
 
 
@@ -73,13 +75,15 @@ def missing(locations: Sequence[str]) -> set[str]:
         by_folder.setdefault(folder, []).append((location, name))
     absent: set[str] = set()
     for folder, entries in by_folder.items():
-        storage = Storage(folder)
-        if isinstance(storage.location, Path):
-            absent |= {location for location, name in entries
-                       if not (storage.location / name).exists()}
-        else:
-            present = set(storage.names())
-            absent |= {location for location, name in entries if name not in present}
+        where = as_location(folder)
+        if isinstance(where, Path):
+            absent |= {location for location, name in entries if not (where / name).exists()}
+            continue
+        # Listed under the bucket: a store made from a URI decodes its `%XX`, which Spark's
+        # partition folders hold (`dt=10%3A00`), and would list another folder.
+        parsed = urlparse(where)
+        present = set(Storage(f"{parsed.scheme}://{parsed.netloc}").names(parsed.path.strip("/")))
+        absent |= {location for location, name in entries if name not in present}
     return absent
 
 
@@ -222,7 +226,7 @@ class Storage:
                     return file.read(), int(os.fstat(file.fileno()).st_mtime * 1000)
             found = obstore.get(self._store, key)
             return bytes(found.bytes()), int(found.meta["last_modified"].timestamp() * 1000)
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
 
     def _exists_locally(self) -> bool:
