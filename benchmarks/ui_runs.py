@@ -10,9 +10,12 @@ are from the launch to the run's success:
   change);
 
 one warm-up run first (the first run on a fresh server meets its cold JVM), then `--repeat`
-of each, medians reported. Variants: `dagster dev` (each run starts its own Spark driver)
-and `chronolake dev` (a local Spark Connect server the runs share). Every run's output must
-equal the other variant's at the same step (rows, order ids and amounts), else exit 1.
+of each, medians reported. Variants: `dagster dev` (each run starts its own Spark driver in
+a process the code server spawns for it), `chronolake dev` with Dagster's default launcher
+(a local Spark Connect server the runs share, a fresh process per run) and `chronolake dev`
+as `./dev` configures it (the same server, each run forked from a warm process,
+`chronolake.run_launcher`). Every run's output must equal the other variants' at the same
+step (rows, order ids and amounts), else exit 1.
 Each run's phases (the run process's start, each step) come from its event log.
 Usage: `.venv/bin/python benchmarks/ui_runs.py --repeat 3`.
 """
@@ -32,6 +35,7 @@ import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import yaml
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus
 from dagster_graphql import DagsterGraphQLClient
 from deltalake import DeltaTable
@@ -44,8 +48,14 @@ from chronolake.lake.layout import output_path
 
 ROOT = Path(__file__).resolve().parent.parent
 VIEW = "orders_enriched"
-VARIANTS = {"dagster dev": ["dagster", "dev", "-w", "workspace.yaml"],
-            "chronolake dev": ["chronolake", "dev"]}
+DEFAULT_LAUNCHER = {"module": "dagster.core.launcher", "class": "DefaultRunLauncher"}
+VARIANTS: dict[str, tuple[list[str], dict[str, str] | None]] = {
+    "dagster dev": (["dagster", "dev", "-w", "workspace.yaml"], DEFAULT_LAUNCHER),
+    "chronolake dev, a process per run": (["chronolake", "dev"], DEFAULT_LAUNCHER),
+    "chronolake dev": (["chronolake", "dev"], None),
+}
+"""Each variant's server and run launcher: Dagster's default (the code server spawns a
+process per run) or, with None, the one `./dev` configures (`chronolake.run_launcher`)."""
 
 
 def _prepared_lake(root: Path) -> Path:
@@ -127,11 +137,15 @@ def _variant(name: str, template: Path, folder: Path, repeat: int, feeds_from: d
     step, the same in every variant (by the wall clock they would differ)."""
     lake, home = folder / "lake", folder / "dagster-home"
     shutil.copytree(template, lake)
-    write_instance_settings(home)  # as `./dev` writes .dagster-home's
+    command, launcher = VARIANTS[name]
+    if launcher is not None:
+        home.mkdir(parents=True)
+        (home / "dagster.yaml").write_text(yaml.safe_dump({"run_launcher": launcher}))
+    write_instance_settings(home)  # as `./dev` writes .dagster-home's, keeping a launcher
     env = {key: value for key, value in os.environ.items()
            if key not in ("CHRONOLAKE_SPARK_REMOTE", "CHRONOLAKE_SPARK_MASTER")}
     env |= {"CHRONOLAKE_LAKE": str(lake), "DAGSTER_HOME": str(home)}
-    process, port = _serve(VARIANTS[name], env, folder / "server.log")
+    process, port = _serve(command, env, folder / "server.log")
     client = DagsterGraphQLClient("127.0.0.1", port_number=port)
     try:
         first = _launched_run(client)

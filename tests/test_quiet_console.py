@@ -18,6 +18,7 @@ from deltalake import DeltaTable
 
 from chronolake.dagster_home import write_instance_settings
 from chronolake.demo import build_demo_lake, feed_demo_lake
+from chronolake.run_launcher import PrewarmedRunLauncher
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = Path(sys.executable).with_name("chronolake")
@@ -133,7 +134,7 @@ def test_the_reference_platform_loads_without_beta_warnings(lake: Path) -> None:
     assert result.stderr.strip() == "", result.stderr
 
 
-def test_the_dev_instance_settings_turn_telemetry_and_the_pop_up_off_and_launch_runs_at_once(
+def test_the_dev_instance_settings_turn_telemetry_and_the_pop_up_off_and_launch_runs_warm(
     tmp_path: Path,
 ) -> None:
     home = tmp_path / "dagster-home"
@@ -151,14 +152,17 @@ def test_the_dev_instance_settings_turn_telemetry_and_the_pop_up_off_and_launch_
     try:
         assert instance.telemetry_enabled is False
         assert instance.nux_enabled is False
-        # no queue that a daemon looks at now and then: the UI's request launches the run
+        # no queue that a daemon looks at now and then: the UI's request launches the run,
+        # into a process forked from a warm one
         assert not isinstance(instance.run_coordinator, QueuedRunCoordinator)
+        assert isinstance(instance.run_launcher, PrewarmedRunLauncher)
     finally:
         instance.dispose()
 
 
 def test_the_instance_settings_keep_what_a_user_chose(tmp_path: Path) -> None:
-    chosen = {"telemetry": {"enabled": True}, "run_queue": {"max_concurrent_runs": 2}}
+    chosen = {"telemetry": {"enabled": True}, "run_queue": {"max_concurrent_runs": 2},
+              "run_launcher": {"module": "dagster.core.launcher", "class": "DefaultRunLauncher"}}
     (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(chosen))
     path = write_instance_settings(tmp_path)
     assert yaml.safe_load(path.read_text()) == {**chosen, "nux": {"enabled": False}}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -20,7 +21,8 @@ from pyspark.sql import SparkSession
 
 from chronolake import Catalog
 from chronolake.connect_server import running_connect_server
-from chronolake.demo import build_demo_lake
+from chronolake.dagster_home import write_instance_settings
+from chronolake.demo import build_demo_lake, feed_demo_lake
 from chronolake.lake.layout import output_path
 from chronolake.runtime.views import materialize_view
 
@@ -83,15 +85,30 @@ def test_the_platform_runs_on_spark_connect_by_configuration_alone(
         assert _rows(remote, view) == _rows(local, view), view
 
 
-def _finished(client: DagsterGraphQLClient, run_id: str) -> DagsterRunStatus:
+def _finished(client: DagsterGraphQLClient, run_id: str,
+              statuses: tuple[DagsterRunStatus, ...] = (
+                  DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
+              ) -> DagsterRunStatus:
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         status = client.get_run_status(run_id)
-        if status in (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE,
-                      DagsterRunStatus.CANCELED):
+        if status in statuses:
             return status
-        time.sleep(0.5)
-    pytest.fail(f"run {run_id} did not finish in 600 s")
+        time.sleep(0.1)
+    pytest.fail(f"run {run_id} did not reach {statuses} in 600 s")
+
+
+def _run_pids(instance: DagsterInstance, run_id: str) -> tuple[str, str]:
+    """The pid the launcher handed the run to (and how it started), and the pid the run
+    reported executing in."""
+    messages = [entry.message for entry in instance.all_logs(run_id)]
+    launched = next(re.search(r"Launched in a process (.+) \(pid: (\d+)\)", message)
+                    for message in messages if "Launched in a process" in message)
+    executed = next(re.search(r"pid: (\d+)", message)
+                    for message in messages if "Started process for run" in message)
+    assert launched is not None and executed is not None, messages
+    assert launched.group(2) == executed.group(1), messages
+    return launched.group(1), executed.group(1)
 
 
 @pytest.mark.slow
@@ -99,30 +116,59 @@ def _finished(client: DagsterGraphQLClient, run_id: str) -> DagsterRunStatus:
 def test_chronolake_dev_runs_share_a_warm_connect_server_that_stops_with_it(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """`chronolake dev`, as the README starts the UI: the runs it launches (through the run
-    launcher, as the UI does) do their Spark work in one Connect server, which counts each
-    stage's jobs, and the server stops when `dagster dev` does."""
+    """`chronolake dev`, as the README starts it with the instance `./dev` writes: the runs it
+    launches (through the run launcher, as the UI does) execute in processes forked from one
+    that warmed up once, and do their Spark work in one Connect server, which counts each
+    stage's jobs.
+    Terminate in the UI cancels a run; a run whose process is killed is failed, not left
+    running; the next run succeeds. The server stops when `dagster dev` does."""
     lake = _demo_lake(tmp_path / "lake", spark)
     home = tmp_path / "dagster-home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    write_instance_settings(home)
     env = {key: value for key, value in os.environ.items() if key != "CHRONOLAKE_SPARK_REMOTE"}
     env |= {"CHRONOLAKE_LAKE": str(lake), "DAGSTER_HOME": str(home)}
+    instance = DagsterInstance.from_config(str(home))
     with dagster_dev(ROOT, env=env, log_path=tmp_path / "dev.log") as server:
         found = re.search(r"Spark Connect server at sc://localhost:(\d+)",
                           server.log_path.read_text())
         assert found is not None, server.log_path.read_text()[-3000:]
         client = DagsterGraphQLClient("127.0.0.1", port_number=int(server.url.rsplit(":", 1)[1]))
+
+        def launched(view: str) -> str:
+            return client.submit_job_execution("__ASSET_JOB", asset_selection=[[view]])
+
+        started = []
         for view in VIEWS:  # two runs on the same warm server
-            run_id = client.submit_job_execution("__ASSET_JOB", asset_selection=[[view]])
+            run_id = launched(view)
             assert _finished(client, run_id) is DagsterRunStatus.SUCCESS, (
                 server.log_path.read_text()[-5000:]
             )
+            started.append(_run_pids(instance, run_id))
+        assert started[0][0] == "forked from a process started for it"
+        assert started[1][0] == "forked from a warm process" and started[1][1] != started[0][1]
+
+        feed_demo_lake(lake, seed=1)
+        canceled = launched("orders_enriched")
+        _finished(client, canceled, (DagsterRunStatus.STARTED,))
+        client.terminate_run(canceled)
+        assert _finished(client, canceled) is DagsterRunStatus.CANCELED
+
+        killed = launched("orders_enriched")
+        _finished(client, killed, (DagsterRunStatus.STARTED,))
+        os.kill(int(_run_pids(instance, killed)[1]), signal.SIGKILL)
+        assert _finished(client, killed) is DagsterRunStatus.FAILURE
+        failure = instance.get_run_by_id(killed)
+        assert "was killed by SIGKILL before the run finished" in str(
+            [entry.message for entry in instance.all_logs(killed)]), failure
+
+        after = launched("orders_enriched")
+        assert _finished(client, after) is DagsterRunStatus.SUCCESS, (
+            server.log_path.read_text()[-5000:]
+        )
     with pytest.raises(OSError):  # the server went with it
         socket.create_connection(("localhost", int(found.group(1))), timeout=2).close()
-    event = DagsterInstance.from_config(str(home)).get_latest_materialization_event(
-        AssetKey("orders_enriched")
-    )
+    event = instance.get_latest_materialization_event(AssetKey("orders_enriched"))
     assert event is not None and event.asset_materialization is not None
+    assert event.run_id == after
     stages = event.asset_materialization.metadata["chronolake/stages"].value
     assert stages["temporal_join"]["spark_jobs"] > 0, stages

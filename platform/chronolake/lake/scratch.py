@@ -54,8 +54,7 @@ class Writer:
 
     @classmethod
     def current(cls) -> Writer:
-        pid = os.getpid()
-        return cls(_host(), pid, _process_start(pid) or "", int(time.time() * 1000))
+        return cls.of_process(os.getpid())
 
     def tag(self) -> str:
         return f"{self.host}.{self.pid}.{self.started or '-'}.{self.made_ms}"
@@ -69,16 +68,25 @@ class Writer:
         host, pid, started, made_ms = parts
         return cls(host, int(pid), "" if started == "-" else started, int(made_ms))
 
+    @classmethod
+    def of_process(cls, pid: int) -> Writer:
+        """Process `pid` of this host, as it runs now (another process of the same id later
+        is another writer)."""
+        return cls(_host(), pid, _process_start(pid) or "", int(time.time() * 1000))
+
+    def on_this_host(self) -> bool:
+        return self.host == _host()
+
     def is_gone(self, now_s: float) -> bool:
         """Whether this writer can no longer be writing (see the module's docstring)."""
-        if self.host != _host():
+        if not self.on_this_host():
             return now_s - self.made_ms / 1000 > FOREIGN_SCRATCH_TTL_S
         return self.ended_here()
 
     def ended_here(self) -> bool:
         """Whether this writer ran on this host and runs no more (False for another host's,
         which cannot be checked)."""
-        if self.host != _host():
+        if not self.on_this_host():
             return False
         started = _process_start(self.pid)
         return started is None or (bool(self.started) and started != self.started)
