@@ -148,7 +148,18 @@ class StageMeter:
             "output_records": sum(stage.outputRecords() for stage in new),
             "shuffle_records": sum(stage.shuffleWriteRecords() for stage in new),
             "executor_cpu_s": round(sum(stage.executorCpuTime() for stage in new) / 1e9, 3),
+            "rows_read_by_site": _by_site(new),
         }
+
+
+def _by_site(stages: list) -> dict[str, int]:
+    """Rows read per call site (the chronolake line that started the stage's job), most first:
+    where a run reads its rows again."""
+    reads: dict[str, int] = {}
+    for stage in stages:
+        site = stage.name()
+        reads[site] = reads.get(site, 0) + stage.inputRecords()
+    return dict(sorted(reads.items(), key=lambda item: -item[1]))
 
 
 # --- the run ------------------------------------------------------------------------------------
