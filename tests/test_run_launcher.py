@@ -20,7 +20,7 @@ from dagster._core.test_utils import create_run_for_test
 
 from chronolake.dagster_home import write_instance_settings
 from chronolake.lake.scratch import Writer
-from chronolake.run_launcher import PROCESS_TAG, _changed_since, _forkable
+from chronolake.run_launcher import PROCESS_TAG, _changed_since, _forkable, _signal_name
 
 
 @pytest.fixture
@@ -107,3 +107,8 @@ def test_a_process_of_another_host_or_a_later_one_with_its_pid_is_never_signalle
     run_id = _started_run(instance, earlier)
     assert instance.run_launcher.terminate(run_id)  # no process to interrupt: canceled
     assert _status(instance, run_id) is DagsterRunStatus.CANCELED
+
+
+def test_a_run_killed_by_any_signal_is_reported_by_its_name_or_number() -> None:
+    assert _signal_name(9) == "SIGKILL"
+    assert _signal_name(40) == "signal 40"  # a real-time signal has no name

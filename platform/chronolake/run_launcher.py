@@ -128,8 +128,7 @@ class PrewarmedRunLauncher(RunLauncher, ConfigurableClass):
         if run.status == DagsterRunStatus.CANCELING:
             self._instance.report_run_canceled(run)
             return
-        how = (f"was killed by {signal.Signals(-code).name}" if code < 0
-               else f"exited with code {code}")
+        how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
         self._instance.report_run_failed(
             run, f"The run's process (pid: {pid}) {how} before the run finished (out of "
             "memory, or killed by hand?). Each table it had not committed is as it was: "
@@ -163,6 +162,14 @@ class PrewarmedRunLauncher(RunLauncher, ConfigurableClass):
             forker, self._forker = self._forker, None
         if forker is not None:
             forker.close()
+
+
+def _signal_name(number: int) -> str:
+    """SIGKILL for 9; "signal 40" for one without a name (a real-time signal)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _forkable(command: Sequence[str], python: str) -> bool:
