@@ -193,7 +193,7 @@ class _RunForker:
         )
         theirs.close()
         self._socket, self._ended = ours, ended
-        self._retired = False
+        self._retired, self._reading = False, True
         self._answers: dict[str, queue.Queue[tuple[int, bool]]] = {}
         threading.Thread(target=self._read, name="chronolake-run-forker", daemon=True).start()
 
@@ -212,7 +212,7 @@ class _RunForker:
     def pid_of(self, run_id: str, answer: queue.Queue[tuple[int, bool]]) -> tuple[int, bool]:
         """The run's process id, and whether it started afresh (changed code)."""
         deadline = time.monotonic() + FORK_TIMEOUT_S
-        while time.monotonic() < deadline and self.running():
+        while time.monotonic() < deadline and self._reading and self._process.poll() is None:
             try:
                 return answer.get(timeout=1.0)
             except queue.Empty:
@@ -241,7 +241,7 @@ class _RunForker:
         except Exception:
             _log.exception("chronolake's run forker: its answers can no longer be read")
         finally:
-            self._retired = True  # the next launch starts a new forker
+            self._reading, self._retired = False, True  # the next launch starts a new forker
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
