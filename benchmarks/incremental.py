@@ -16,7 +16,8 @@ AS OF order_time) and materializes it with `chronolake.runtime.views.materialize
 For each run it reports the run's own figures (rows_in, rows_out, pending_rows, state_rows,
 late rows) and what Spark did, read from Spark's status store for the stages of that run:
 rows read (`input_records`: every pass over a file, and over the run's in-memory local
-checkpoints), also against the rows the run touches (its new rows and the state it starts
+checkpoints), of which from the lake's files (`lake_rows_read`: the rows its Parquet scans
+returned), both also against the rows the run touches (its new rows and the state it starts
 from), rows written (`output_records`: output, state, history, late rows),
 executor CPU seconds and stage count,
 and the size of the view's version history table before the run (from its Delta log): a run
@@ -38,6 +39,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlparse
 
 import numpy as np
 import pyarrow as pa
@@ -129,6 +131,7 @@ class StageMeter:
     def __init__(self, spark: SparkSession) -> None:
         self._spark = spark
         self._seen: set[int] = set()
+        self._lake_reads = LakeReads(spark)
 
     def _stages(self) -> list:
         jvm = self._spark.sparkContext._jvm  # type: ignore[attr-defined]
@@ -139,17 +142,73 @@ class StageMeter:
 
     def start(self) -> None:
         self._seen = {stage.stageId() for stage in self._stages()}
+        self._lake_reads.start()
 
     def read(self) -> dict[str, float]:
         new = [stage for stage in self._stages() if stage.stageId() not in self._seen]
         return {
             "stages": len(new),
             "input_records": sum(stage.inputRecords() for stage in new),
+            "lake_rows_read": self._lake_reads.rows(),
             "output_records": sum(stage.outputRecords() for stage in new),
             "shuffle_records": sum(stage.shuffleWriteRecords() for stage in new),
             "executor_cpu_s": round(sum(stage.executorCpuTime() for stage in new) / 1e9, 3),
             "rows_read_by_site": _by_site(new),
         }
+
+
+class LakeReads:
+    """Rows the Parquet scans of the queries since `start()` returned: the rows read from the
+    lake's files, apart from passes over the run's in-memory checkpoints.
+
+    Counted from Spark's event log (`EVENT_LOG`), where each scan's row counter (a SQL metric)
+    is named in its query's plan and every task's update of it is recorded: a scan inside a
+    lazy local checkpoint runs in a later query's job, which the status store's per-query
+    figures do not attribute to it.
+    """
+
+    def __init__(self, spark: SparkSession) -> None:
+        folder = Path(urlparse(spark.conf.get("spark.eventLog.dir") or "").path)
+        self._log = next(folder.glob(f"{spark.sparkContext.applicationId}*"))
+        self._offset = 0
+        self._scan_counters: set[int] = set()
+
+    def start(self) -> None:
+        self._offset = self._read(0)[1]
+
+    def rows(self) -> int:
+        events, self._offset = self._read(self._offset)
+        rows = 0
+        for event in events:
+            if event["Event"] == "SparkListenerTaskEnd":
+                rows += sum(int(update.get("Update", 0))
+                            for update in event["Task Info"].get("Accumulables", [])
+                            if update["ID"] in self._scan_counters)
+        return rows
+
+    def _read(self, offset: int) -> tuple[list[dict], int]:
+        """The events written since `offset`, with every scan's counter noted."""
+        with self._log.open("rb") as log:
+            log.seek(offset)
+            lines = log.read().splitlines(keepends=True)
+        complete = [line for line in lines if line.endswith(b"\n")]
+        events = [json.loads(line) for line in complete]
+        for event in events:
+            if "sparkPlanInfo" in event:
+                self._note_scans(event["sparkPlanInfo"])
+        return events, offset + sum(len(line) for line in complete)
+
+    def _note_scans(self, node: dict) -> None:
+        if node["nodeName"].startswith("Scan parquet"):
+            self._scan_counters.update(metric["accumulatorId"] for metric in node["metrics"]
+                                       if metric["name"] == "number of output rows")
+        for child in node["children"]:
+            self._note_scans(child)
+
+
+EVENT_LOG = {"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",
+             "spark.eventLog.rolling.enabled": "false"}
+"""The session's settings for `LakeReads` (its folder, `spark.eventLog.dir`, is added)."""
 
 
 def _by_site(stages: list) -> dict[str, int]:
@@ -187,7 +246,8 @@ def _measure(catalog: Catalog, meter: StageMeter, label: str, state_before: int)
     touched = figures["rows_in"] + state_before
     print(
         f"{label:<22}{seconds:>8.2f}s  read {spark['input_records']:>10,} "
-        f"({spark['input_records'] / touched:.1f}x touched)  written "
+        f"({spark['input_records'] / touched:.1f}x touched; from the lake's files "
+        f"{spark['lake_rows_read']:,}, {spark['lake_rows_read'] / touched:.1f}x)  written "
         f"{spark['output_records']:>10,}  cpu {spark['executor_cpu_s']:>7.2f}s  "
         f"stages {spark['stages']:>3}  rows_in {figures['rows_in']:>9,}  rows_out "
         f"{figures['rows_out']:>9,}  state {figures['state_rows']:>7,}  "
@@ -206,6 +266,7 @@ def _ratios(increment: dict, first: dict) -> dict[str, float | None]:
     return {
         "seconds": ratio(increment["seconds"], first["seconds"]),
         "input_records": ratio(increment["input_records"], first["input_records"]),
+        "lake_rows_read": ratio(increment["lake_rows_read"], first["lake_rows_read"]),
         "output_records": ratio(increment["output_records"], first["output_records"]),
         "executor_cpu_s": ratio(increment["executor_cpu_s"], first["executor_cpu_s"]),
         "rows_in": ratio(increment["figures"]["rows_in"], first["figures"]["rows_in"]),
@@ -227,10 +288,14 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=10, help="commits of the history")
     args = parser.parse_args()
     rng = np.random.default_rng(11)
-    spark = local_spark_session("chronolake-bench-incremental")
-    meter = StageMeter(spark)
     with tempfile.TemporaryDirectory(prefix="chronolake-incremental-") as folder:
-        lake = Path(folder)
+        lake, events = Path(folder) / "lake", Path(folder) / "events"
+        events.mkdir()
+        spark = local_spark_session(
+            "chronolake-bench-incremental",
+            settings={**EVENT_LOG, "spark.eventLog.dir": events.as_uri()},
+        )
+        meter = StageMeter(spark)
         _append(lake / "orders", _orders(rng, 0, _ascending(rng, args.orders, START_US, DAY_US),
                                          args.keys), args.commits)
         _append(lake / "rates", _rates(rng, _ascending(rng, args.rates, START_US, DAY_US),

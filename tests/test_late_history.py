@@ -395,3 +395,34 @@ def test_a_run_without_late_rows_or_new_build_events_appends_nothing_to_them(
     history.update_incremental()
     assert third.figures["build_rows_in"] == 1 and history.version() == versions[1] + 1
     assert _emitted(tmp_path) == {1: 210, 2: 210}  # EUR's version from 110
+
+
+def test_a_run_reads_its_inputs_files_once(tmp_path: Path, spark: SparkSession) -> None:
+    """The watermark job reads the inputs' new files and the run holds their rows from then
+    on: joining, state, output and figures never open those files again (on an object store
+    each read of a file is a request). With the files moved away once the watermarks are
+    assigned, the run still commits every order with its version."""
+    catalog = _catalog(tmp_path, spark)
+    write_commits(tmp_path / "rates", _history_commits(), schema=_RATES, cdf=False)
+    orders = [_order(order, key, minute) for order, (key, minute, _) in _LATE.items()]
+    held = _order(99, "EUR", 200)  # above the watermark (the rates' 110): stays in state
+    write_commits(tmp_path / "orders", [[*orders, held]], schema=_ORDERS, cdf=False)
+    table = DerivedTable(catalog, "enriched")
+    plan = table.prepare()
+    assert plan is not None
+    reads = table.assign(table.read(plan))
+    files = [path for table_name in ("orders", "rates")
+             for path in (tmp_path / table_name).rglob("*.parquet")
+             if "_delta_log" not in path.parts]
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    moved = {path: aside / f"{number}.parquet" for number, path in enumerate(files)}
+    for path, away in moved.items():
+        path.rename(away)
+    try:
+        result = table.commit(plan, reads, table.operate(plan, reads))
+    finally:
+        for path, away in moved.items():
+            away.rename(path)
+    assert _emitted(tmp_path) == {order: version for order, (_, _, version) in _LATE.items()}
+    assert result.figures["pending_rows"] == 1

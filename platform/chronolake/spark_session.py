@@ -130,8 +130,11 @@ def local_spark_conf() -> dict[str, str]:
     return LOCAL_SPARK_CONF | {"spark.driver.extraJavaOptions": options}
 
 
-def local_spark_session(app_name: str = "chronolake") -> SparkSession:
-    """The process's Spark session: an active one if any, else a local one on all cores."""
+def local_spark_session(
+    app_name: str = "chronolake", *, settings: Mapping[str, str] | None = None
+) -> SparkSession:
+    """The process's Spark session: an active one if any, else a local one on all cores,
+    with `settings` added to chronolake's."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -139,6 +142,7 @@ def local_spark_session(app_name: str = "chronolake") -> SparkSession:
         "spark.master": os.environ.get("CHRONOLAKE_SPARK_MASTER", "local[*]"),
         "spark.app.name": app_name,
         **local_spark_conf(),
+        **(settings or {}),
     }
     start_spark_driver(conf)
     return SparkSession.builder.config(map=conf).getOrCreate()

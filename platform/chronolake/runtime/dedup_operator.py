@@ -34,8 +34,8 @@ from chronolake.runtime.operator import (
     RunContext,
     Step,
     count_figures,
-    reused,
 )
+from chronolake.runtime.reuse import reused
 from chronolake.schema import ViewSpec
 from chronolake.schema.spec import KeepRow
 from chronolake.sql.operator_plan import DeduplicationPlan

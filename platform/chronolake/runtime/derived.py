@@ -44,10 +44,11 @@ from chronolake.runtime.inputs import (
     refresh_position,
 )
 from chronolake.runtime.lock import run_lock
-from chronolake.runtime.operator import RunContext, Step, as_changes, reused
+from chronolake.runtime.operator import RunContext, Step, as_changes
 from chronolake.runtime.operators import operator_for
 from chronolake.runtime.output_figures import KIND_FIGURES, OutputFigures
 from chronolake.runtime.result import RunResult, RunStatus
+from chronolake.runtime.reuse import reused
 from chronolake.runtime.source_checks import (
     OverwritePolicy,
     check_columns,

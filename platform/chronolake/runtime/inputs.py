@@ -41,6 +41,7 @@ from chronolake.lake.stamps import recorded_watermarks
 from chronolake.lake.tables import partition_columns
 from chronolake.relations import through_view_rows, with_declared_columns
 from chronolake.runtime.checkpoint import InputPosition
+from chronolake.runtime.reuse import reused
 from chronolake.runtime.source_checks import (
     check_columns,
     declared_column_types,
@@ -211,7 +212,13 @@ def assign_all(
     reads: Mapping[str, ChangelogRead], *, now_ms: int | None = None
 ) -> dict[str, InputRead]:
     """`assign_watermarks` for every read, with the event-time inputs' per-split maxima
-    collected in one Spark job for all of them instead of one each."""
+    collected in one Spark job for all of them instead of one each.
+
+    Each read's rows are held from that job on (`reused`): the run reads its inputs' files
+    once, however many of its jobs read the rows after (on an object store every read of a
+    file is a request, and its bytes cross the network again).
+    """
+    reads = {name: replace(read, rows=reused(read.rows)) for name, read in reads.items()}
     assigners = {name: _assigner(read) for name, read in reads.items()}
     timed = {name: assigner for name, assigner in assigners.items() if assigner is not None}
     facts: dict[str, tuple[SplitTick, ...]] = {}

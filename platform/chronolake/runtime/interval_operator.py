@@ -39,9 +39,9 @@ from chronolake.runtime.operator import (
     Step,
     Where,
     count_figures,
-    reused,
     without_annotations,
 )
+from chronolake.runtime.reuse import reused
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.sql.interval import (
     INTERNAL_PREFIX,

@@ -46,9 +46,9 @@ from chronolake.runtime.operator import (
     Step,
     Where,
     count_figures,
-    reused,
     without_annotations,
 )
+from chronolake.runtime.reuse import reused
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.schema.spec import KeepRow
 from chronolake.sql.temporal import TemporalJoinPlan, TimeMode

@@ -134,15 +134,6 @@ def count_figures(frames: Mapping[str, DataFrame | Where]) -> dict[str, int]:
     return {name: found.get(name, 0) for name in frames}
 
 
-def reused(frame: DataFrame) -> DataFrame:
-    """`frame`, computed once by the first job that needs it and read back by the others.
-
-    A lazy local checkpoint: no Spark job of its own (an eager one costs a job each, which
-    dominates a run on a few rows), and later plans start from the stored rows.
-    """
-    return frame.localCheckpoint(eager=False)
-
-
 def without_annotations(rows: DataFrame) -> DataFrame:
     """Input rows without the watermark annotations (state keeps changelog columns only)."""
     return rows.drop(*INTERNAL_COLUMNS)

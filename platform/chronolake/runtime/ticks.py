@@ -39,8 +39,9 @@ from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_VERSION
 from chronolake.runtime.checkpoint import Checkpoint, InputPosition
 from chronolake.runtime.figures import LEVEL_FIGURES, RunFigures
 from chronolake.runtime.inputs import InputRead, combined_watermark
-from chronolake.runtime.operator import Operator, RunContext, Step, reused
+from chronolake.runtime.operator import Operator, RunContext, Step
 from chronolake.runtime.result import TickReport
+from chronolake.runtime.reuse import reused
 from chronolake.spark_session import join_local
 from chronolake.watermarks.assigner import (
     LATE_COLUMN,

@@ -42,8 +42,8 @@ from chronolake.runtime.operator import (
     Step,
     Where,
     count_figures,
-    reused,
 )
+from chronolake.runtime.reuse import reused
 from chronolake.schema import ViewSpec
 from chronolake.sql.current_watermark import bind_spark_sql, held_by
 from chronolake.sql.view_kinds import is_updating
