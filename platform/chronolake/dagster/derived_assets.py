@@ -168,7 +168,8 @@ def _operator_op(name: str, description: str) -> OpDefinition:
 temporal_join = _operator_op(
     "temporal_join",
     "The temporal join's step: emit the probe rows the watermark reached, joined with the "
-    "version valid at their time; keep the rest pending; count the figures (one query).",
+    "version valid at their time; keep the rest pending; count the figures (one query, and "
+    "the matches and kept versions as they are written).",
 )
 window_aggregate = _operator_op(
     "window_aggregate",

@@ -44,7 +44,7 @@ from chronolake.runtime.inputs import (
     refresh_position,
 )
 from chronolake.runtime.lock import run_lock
-from chronolake.runtime.operator import RunContext, Step, as_changes
+from chronolake.runtime.operator import OUTPUT, RunContext, Step, as_changes
 from chronolake.runtime.operators import operator_for
 from chronolake.runtime.output_figures import KIND_FIGURES, OutputFigures
 from chronolake.runtime.result import RunResult, RunStatus
@@ -314,10 +314,10 @@ class DerivedTable:
         combined = combined_watermark(reads.values())
         watermark_ms = self._watermark_ms(plan.base, combined)
         output_ms = self._output_watermark(watermark_ms)
-        output_version, output_figures = self._write(
+        output_version, written_figures = self._write(
             plan, step, output_ms, replace=intent.full_refresh
         )
-        figures = run_figures({**step.figures, **output_figures})  # refused before the commit
+        figures = run_figures({**step.figures, **written_figures})  # refused before the commit
         checkpoint = Checkpoint(
             run=number,
             inputs={name: read.position for name, read in reads.items()},
@@ -357,7 +357,7 @@ class DerivedTable:
                ) -> tuple[int | None, dict[str, int]]:
         """Commit the output's changes (stamped with the output watermark), append late rows
         and history (each idempotent per run), then write state; return the output's
-        version and figures.
+        version and the figures its writes counted (the output's, and the step's tallies).
 
         `replace` (a full refresh) overwrites output, late rows and history instead: one
         Delta commit each, which a retry repeats with the same rows.
@@ -402,6 +402,8 @@ class DerivedTable:
                     commit_info=stamp,
                 )
             figures = counts.written(version)
+        # An updating output is read through a checkpoint: its tallies are counted after
+        written = {OUTPUT: None if self.view.updating else version}
         fault_point(FaultPoint.AFTER_OUTPUT)
         # No late rows, by the figures: nothing to append (a job and a commit saved) to a side
         # table that exists (its first run creates it, empty or not)
@@ -412,13 +414,13 @@ class DerivedTable:
             with parquet_pages_of(self.catalog.spark, HISTORY_PAGE_ROWS):
                 write(stored(step.history), self.history_path, f"{app}/history")
         for role, frame in step.state.items():
-            backend.append_dataframe(
+            written[role] = backend.append_dataframe(
                 stored(frame), self.store.location(self.store.state_name(run, plan.attempt, role)),
                 app_id=f"{app}/{role}", app_version=run,
             )
         fault_point(FaultPoint.AFTER_STATE)
         fault_point(FaultPoint.BEFORE_CHECKPOINT)
-        return version, figures
+        return version, {**figures, **step.tallied.written(written)}
 
 
 def pending_rows(catalog: Catalog, name: str) -> DataFrame | None:

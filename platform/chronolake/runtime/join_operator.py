@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from chronolake.catalog import Catalog
@@ -41,14 +41,17 @@ from chronolake.joins.versions import (
 from chronolake.runtime.figures import RunFigures
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import (
+    OUTPUT,
     Operator,
     RunContext,
     Step,
+    Tallied,
     Where,
     count_figures,
     without_annotations,
 )
 from chronolake.runtime.reuse import reused
+from chronolake.runtime.tally import Tally
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.schema.spec import KeepRow
 from chronolake.sql.temporal import TemporalJoinPlan, TimeMode
@@ -88,10 +91,12 @@ class TemporalJoinOperator(Operator):
         rowtime_ms = F.unix_micros(F.col(self.plan.probe_time).cast("timestamp")) / 1000
         is_ready = rowtime_ms <= threshold
         behind_horizon = F.lit(False) if horizon is None else rowtime_ms <= horizon
-        # The probe side's figures in the job that first reads its rows, one pass over them
-        # (not one per filtered frame, nor a second read of the input's files).
-        probe_counts = count_figures({
+        # The step's figures in the job that first reads its rows, one pass over each side
+        # (not one per filtered frame); the rest are counted as the output and state are
+        # written (`_tallied`).
+        counts = count_figures({
             **_probe_figures(rows),
+            **_build_figures(build),
             "emitted_probe_rows": Where(rows, is_ready),
             "pending_rows": Where(rows, rowtime_ms > threshold),
             "null_rowtime_rows": Where(rows, F.col(self.plan.probe_time).isNull()),
@@ -111,30 +116,32 @@ class TemporalJoinOperator(Operator):
         else:
             fresh, late = ready.where(~behind_horizon), ready.where(behind_horizon)
             from_history = None
-            if probe_counts["behind_horizon"]:
+            if counts["behind_horizon"]:
                 answered, from_history = self._late_rows(context, late, events, new_events,
                                                          horizon)
                 fresh = fresh.unionByName(answered)
             matched = matched_versions(self.plan, fresh, events)
             if from_history is not None:
                 matched = matched.unionByName(from_history)
-        matched = reused(matched)  # used by the output and by the figures
-        output = join_query(self.plan, without_annotations(ready), matched, changelog=True)
-        retained = reused(
-            retained_versions(events, self.plan.build_keys, self.build_time, threshold)
+        matched = Tally(matched, _row_count("matched_rows"))
+        output = join_query(self.plan, without_annotations(ready), matched.observed,
+                            changelog=True)
+        retained = Tally(
+            retained_versions(events, self.plan.build_keys, self.build_time, threshold),
+            _row_count("kept_versions"),
         )
         late_rows = side_table_rows(nulls, LateReason.NULL_ROWTIME)
-        figures = _figures(build, matched, retained, probe_counts)
         # Nothing new to append to the history (a first run or a refresh writes it anyway)
-        appends_nothing = not figures["build_rows_in"] and horizon is not None
+        appends_nothing = not counts["build_rows_in"] and horizon is not None
         return Step(
             output=output,
             late=late_rows,
-            state={"pending": pending, "versions": retained},
+            state={"pending": pending, "versions": retained.observed},
             history=None if appends_nothing else sorted_for_lookups(
-                new_events, self.plan, figures["build_rows_in"]
+                new_events, self.plan, counts["build_rows_in"]
             ),
-            figures=figures,
+            figures=_counted(counts),
+            tallied=_tallied(counts, matched, "versions", retained),
         )
 
     def _processing_time_step(
@@ -160,20 +167,23 @@ class TemporalJoinOperator(Operator):
                 "processing time (its watermark follows event time); declare it with "
                 "'scan.startup.mode' = 'snapshot-then-changelog' or without WATERMARK FOR"
             )
-        matched = reused(matched_latest(self.plan, ready, latest))
-        output = join_query(self.plan, without_annotations(ready), matched, changelog=True)
-        figures = _figures(build, matched, latest, {
+        matched = Tally(matched_latest(self.plan, ready, latest), _row_count("matched_rows"))
+        output = join_query(self.plan, without_annotations(ready), matched.observed,
+                            changelog=True)
+        kept = Tally(latest, _row_count("kept_versions"))
+        counts = {**count_figures({
             **_probe_figures(marked),
+            **_build_figures(build),
             "emitted_probe_rows": Where(marked, F.lit(releasing)),
             "pending_rows": Where(marked, F.lit(not releasing)),
-            "null_rowtime_rows": 0,
-        })
+        }), "null_rowtime_rows": 0}
         return Step(
             output=output,
             late=side_table_rows(rows.limit(0), LateReason.NULL_ROWTIME),
-            state={"pending": pending, "latest": latest},
+            state={"pending": pending, "latest": kept.observed},
             history=None,
-            figures=figures,
+            figures=_counted(counts),
+            tallied=_tallied(counts, matched, "latest", kept),
             waiting_reason=reason,
         )
 
@@ -266,21 +276,13 @@ def _probe_figures(marked: DataFrame) -> dict[str, Where]:
     }
 
 
-def _figures(
-    build: InputRead, matched: DataFrame, kept_versions: DataFrame,
-    probe: Mapping[str, int | DataFrame | Where],
-) -> RunFigures:
-    """The run's figures: the build side's counted in one Spark job, with the probe side's
-    `probe` (counts already taken, or frames counted in the same job)."""
-    counted = {name: value for name, value in probe.items() if not isinstance(value, int)}
-    counts = {name: value for name, value in probe.items() if isinstance(value, int)}
-    counts |= count_figures({
-        **counted,
-        "build_rows_in": build.rows,
-        "late_build_rows": Where(build.rows, F.col(LATE_COLUMN)),
-        "matched_rows": matched,
-        "kept_versions": kept_versions,
-    })
+def _build_figures(build: InputRead) -> dict[str, DataFrame | Where]:
+    """The run's new build events, and the late ones."""
+    return {"build_rows_in": build.rows, "late_build_rows": Where(build.rows, F.col(LATE_COLUMN))}
+
+
+def _counted(counts: Mapping[str, int]) -> RunFigures:
+    """The figures the step's own job counted."""
     return {
         "rows_in": counts["probe_rows_in"] + counts["build_rows_in"],
         "probe_rows_in": counts["probe_rows_in"],
@@ -291,8 +293,23 @@ def _figures(
         # still answered from the history (late_probe_rows, late_build_rows).
         "late_rows": counts["null_rowtime_rows"],
         "emitted_probe_rows": counts["emitted_probe_rows"],
-        "unmatched_rows": counts["emitted_probe_rows"] - counts["matched_rows"],
         "pending_rows": counts["pending_rows"],
         "null_rowtime_rows": counts["null_rowtime_rows"],
-        "state_rows": counts["pending_rows"] + counts["kept_versions"],
     }
+
+
+def _row_count(name: str) -> dict[str, Column]:
+    return {name: F.count(F.lit(1))}
+
+
+def _tallied(counts: Mapping[str, int], matched: Tally, kept_role: str, kept: Tally) -> Tallied:
+    """The figures that follow from the output's matches (counted as the output is written)
+    and from the kept versions (as state role `kept_role` is written)."""
+
+    def figures(tallied: Mapping[str, int]) -> RunFigures:
+        return {
+            "unmatched_rows": counts["emitted_probe_rows"] - tallied["matched_rows"],
+            "state_rows": counts["pending_rows"] + tallied["kept_versions"],
+        }
+
+    return Tallied({OUTPUT: matched, kept_role: kept}, figures)

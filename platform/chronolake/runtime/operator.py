@@ -9,7 +9,7 @@ lazy DataFrames, and reads the committed past through its `RunContext`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 
@@ -22,6 +22,7 @@ from chronolake.runtime.checkpoint import Checkpoint
 from chronolake.runtime.figures import RunFigures
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.result import TickReport
+from chronolake.runtime.tally import Tally
 from chronolake.schema import TableSpec
 from chronolake.watermarks.assigner import LATE_COLUMN, WATERMARK_COLUMN
 from chronolake.watermarks.watermark import Watermark
@@ -44,12 +45,44 @@ class Step:
     history: DataFrame | None
     figures: RunFigures
     """Counted by the step; the output's own figures (`rows_out`, by kind) are counted by
-    the run as it writes the output (`chronolake.runtime.output_figures`)."""
+    the run as it writes the output (`chronolake.runtime.output_figures`), and those of
+    `tallied` by the writes of the frames they are built on."""
     waiting_reason: str | None = None
     ticks: TickReport | None = None
     """What the ticks and alignment did (a ticked run only)."""
     output_figures: dict[str, Column] = field(default_factory=dict)
     """More figures to count over the output as it is written, as named aggregates."""
+    tallied: Tallied = field(default_factory=lambda: Tallied({}, lambda counts: {}))
+
+
+OUTPUT = "output"
+"""The write of a step's output, as a key of `Tallied.tallies` (the others are state roles)."""
+
+
+@dataclass(frozen=True)
+class Tallied:
+    """Figures a run's writes count (`chronolake.runtime.tally`), and the step's figures that
+    follow from their counts."""
+
+    tallies: Mapping[str, Tally]
+    """By the write that reads each one's `observed` frame: `OUTPUT`, or a state role."""
+    figures: Callable[[Mapping[str, int]], RunFigures]
+
+    def written(self, versions: Mapping[str, int | None]) -> RunFigures:
+        """The figures once the writes are done, `versions` the version each committed (None,
+        or missing: skipped, so its tallies are counted now)."""
+        if any(versions.get(write) is None for write in self.tallies):
+            return self.counted()
+        return self.figures({
+            name: count for write, tally in self.tallies.items()
+            for name, count in tally.written(versions[write]).items()
+        })
+
+    def counted(self) -> RunFigures:
+        """The figures counted now, in one Spark job (a ticked run needs each tick's)."""
+        return self.figures(_aggregated([
+            (tally.frame, tally.aggregates) for tally in self.tallies.values()
+        ]))
 
 
 @dataclass(frozen=True)
@@ -116,22 +149,29 @@ def count_figures(frames: Mapping[str, DataFrame | Where]) -> dict[str, int]:
     """The row count of every frame (or of its rows where a condition holds), in one Spark
     job that reads each frame once (a run's figures come from many frames; one small job
     instead of one per count keeps a run's overhead down)."""
-    if not frames:
-        return {}
-    passes: dict[int, tuple[DataFrame, list[Column]]] = {}
+    passes: dict[int, tuple[DataFrame, dict[str, Column]]] = {}
     for name, entry in frames.items():
         frame, condition = (
             (entry.frame, entry.condition) if isinstance(entry, Where) else (entry, F.lit(True))
         )
-        counted = F.struct(F.lit(name).alias(_FIGURE), F.count_if(condition).alias(_COUNT))
-        passes.setdefault(id(frame), (frame, []))[1].append(counted)
+        passes.setdefault(id(frame), (frame, {}))[1][name] = F.count_if(condition)
+    return _aggregated(list(passes.values()))
+
+
+def _aggregated(passes: Sequence[tuple[DataFrame, Mapping[str, Column]]]) -> dict[str, int]:
+    """Each frame's named aggregates (counts), in one Spark job that reads each frame once."""
+    if not passes:
+        return {}
     counts = reduce(DataFrame.unionAll, [
-        frame.agg(F.array(*counted).alias(_COUNTS)).select(F.inline(_COUNTS))
-        for frame, counted in passes.values()
+        frame.agg(F.array(*(
+            F.struct(F.lit(name).alias(_FIGURE), aggregate.cast("long").alias(_COUNT))
+            for name, aggregate in aggregates.items()
+        )).alias(_COUNTS)).select(F.inline(_COUNTS))
+        for frame, aggregates in passes
     ])
     # One row per figure: metadata-sized.
-    found = {row[_FIGURE]: int(row[_COUNT]) for row in counts.collect()}
-    return {name: found.get(name, 0) for name in frames}
+    found = {row[_FIGURE]: int(row[_COUNT] or 0) for row in counts.collect()}
+    return {name: found.get(name, 0) for _, aggregates in passes for name in aggregates}
 
 
 def without_annotations(rows: DataFrame) -> DataFrame:

@@ -164,8 +164,9 @@ def step_ticks(
         late.append(step.late)
         if step.history is not None:
             history.append(step.history)
-        buffered.append(step.figures.get("state_rows", 0))
-        for name, value in step.figures.items():
+        tick_figures = {**step.figures, **step.tallied.counted()}  # the tick's, each summed
+        buffered.append(tick_figures.get("state_rows", 0))
+        for name, value in tick_figures.items():
             figures[name] = value if name in LEVEL_FIGURES else figures.get(name, 0) + value
         context = _next_context(
             context, state, committed, history, output_ms, event_time=operator.event_time

@@ -1,0 +1,72 @@
+"""Counts over a frame taken by the job that writes what is built on it.
+
+A run's figures are counts over the frames it writes (an operator's output, its state). Counted
+before the writes, each needs a job that reads the frame once more; observed on the write
+(`DataFrame.observe`), they cost no job and no pass of their own. A write can be skipped (a
+redone run whose write was committed before it was killed), or read its frame through a
+checkpoint whose query ends before its rows are computed: then the counts come from a job of
+their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import Column, DataFrame, Observation
+
+
+class Tally:
+    """Named aggregates over `frame`: build the written frame on `observed`, and on nothing
+    else, then read `written(version)`; or read `counted()` for a job of their own."""
+
+    def __init__(self, frame: DataFrame, aggregates: Mapping[str, Column]) -> None:
+        self.frame, self.aggregates = frame, dict(aggregates)
+        named = [column.alias(name) for name, column in aggregates.items()]
+        self._observation = _observation_for(frame)
+        self.observed = frame.observe(self._observation, *named)
+
+    def counted(self) -> dict[str, int]:
+        """The counts, taken now by one aggregation over the frame."""
+        named = [column.alias(name) for name, column in self.aggregates.items()]
+        row = self.frame.agg(*named).first()  # one row of counts
+        assert row is not None, "a global aggregate has one row"
+        return self._counts(row.asDict())
+
+    def written(self, version: int | None) -> dict[str, int]:
+        """The counts the write of a frame built on `observed` took; `version` None means
+        that write was skipped (or read `observed` through a checkpoint), so they are
+        counted now. So are counts the write did not report (`_reported`)."""
+        observed = {} if version is None else _reported(self._observation)
+        if not all(name in observed for name in self.aggregates):
+            return self.counted()
+        return self._counts(observed)
+
+    def _counts(self, values: Mapping[str, object]) -> dict[str, int]:
+        return {name: int(value or 0) for name, value in values.items()}  # type: ignore[call-overload]
+
+
+def _reported(observation: Observation) -> Mapping[str, object]:
+    """What the query that ran `observation`'s frame reported: nothing when its plan lost the
+    observed part (adaptive execution drops the side of a join it finds empty, an observation
+    there with it: classic Spark then completes the observation with an empty row, which
+    pyspark cannot convert), or when Spark Connect's client did not see the observation in
+    the plan it sent (one behind a temporary view)."""
+    try:
+        return observation.get
+    except Py4JJavaError:
+        return {}
+
+
+def _observation_for(frame: DataFrame) -> Observation:
+    """An observation for `frame`'s kind of session. `Observation()` picks Spark Connect's
+    whenever the process has opened a Connect session, even for a classic frame."""
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+
+    if isinstance(frame, ConnectDataFrame):
+        from pyspark.sql.connect.observation import Observation as ConnectObservation
+
+        return ConnectObservation()  # type: ignore[return-value]
+    observation = object.__new__(Observation)  # the classic class, whatever the process opened
+    observation.__init__()
+    return observation
