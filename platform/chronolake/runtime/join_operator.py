@@ -123,7 +123,7 @@ class TemporalJoinOperator(Operator):
             matched = matched_versions(self.plan, fresh, events)
             if from_history is not None:
                 matched = matched.unionByName(from_history)
-        matched = Tally(matched, _row_count("matched_rows"))
+        matched = Tally(matched, _row_count("matched_rows"), behind_view=True)  # join_query
         output = join_query(self.plan, without_annotations(ready), matched.observed,
                             changelog=True)
         retained = Tally(
@@ -167,7 +167,8 @@ class TemporalJoinOperator(Operator):
                 "processing time (its watermark follows event time); declare it with "
                 "'scan.startup.mode' = 'snapshot-then-changelog' or without WATERMARK FOR"
             )
-        matched = Tally(matched_latest(self.plan, ready, latest), _row_count("matched_rows"))
+        matched = Tally(matched_latest(self.plan, ready, latest), _row_count("matched_rows"),
+                        behind_view=True)
         output = join_query(self.plan, without_annotations(ready), matched.observed,
                             changelog=True)
         kept = Tally(latest, _row_count("kept_versions"))

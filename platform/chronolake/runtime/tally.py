@@ -15,12 +15,24 @@ from collections.abc import Mapping
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import Column, DataFrame, Observation
 
+from chronolake.runtime.reuse import reused
+
 
 class Tally:
     """Named aggregates over `frame`: build the written frame on `observed`, and on nothing
-    else, then read `written(version)`; or read `counted()` for a job of their own."""
+    else, then read `written(version)`; or read `counted()` for a job of their own.
 
-    def __init__(self, frame: DataFrame, aggregates: Mapping[str, Column]) -> None:
+    `behind_view`: the write reads `observed` through a temporary view (an SQL query). Spark
+    Connect's client does not see an observation there, so its write reports none: in a
+    Connect session the frame is held instead (`reused`), computed once by the write and
+    counted from memory after it.
+    """
+
+    def __init__(
+        self, frame: DataFrame, aggregates: Mapping[str, Column], *, behind_view: bool = False
+    ) -> None:
+        if behind_view and _is_connect(frame):
+            frame = reused(frame)
         self.frame, self.aggregates = frame, dict(aggregates)
         named = [column.alias(name) for name, column in aggregates.items()]
         self._observation = _observation_for(frame)
@@ -58,12 +70,16 @@ def _reported(observation: Observation) -> Mapping[str, object]:
         return {}
 
 
+def _is_connect(frame: DataFrame) -> bool:
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+
+    return isinstance(frame, ConnectDataFrame)
+
+
 def _observation_for(frame: DataFrame) -> Observation:
     """An observation for `frame`'s kind of session. `Observation()` picks Spark Connect's
     whenever the process has opened a Connect session, even for a classic frame."""
-    from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
-
-    if isinstance(frame, ConnectDataFrame):
+    if _is_connect(frame):
         from pyspark.sql.connect.observation import Observation as ConnectObservation
 
         return ConnectObservation()  # type: ignore[return-value]
