@@ -185,13 +185,14 @@ class DerivedTable:
         backlog at once.
         """
         combined = combined_watermark(reads.values())
+        ticked = plan_ticks(reads, self._start_positions(plan))
         context = RunContext(
             checkpoint=plan.base,
             clock=self.clock,
             load_state=lambda role: self._state(plan.base, role),
             load_history=self.history,
+            tallies_counted=ticked is not None or self.view.updating,
         )
-        ticked = plan_ticks(reads, self._start_positions(plan))
         if ticked is None:
             step = self.operator.step(
                 context, reads, combined, self._watermark_ms(plan.base, combined)

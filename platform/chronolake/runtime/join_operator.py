@@ -123,12 +123,13 @@ class TemporalJoinOperator(Operator):
             matched = matched_versions(self.plan, fresh, events)
             if from_history is not None:
                 matched = matched.unionByName(from_history)
-        matched = Tally(matched, _row_count("matched_rows"), behind_view=True)  # join_query
+        held = context.tallies_counted
+        matched = Tally(matched, _row_count("matched_rows"), held=held, behind_view=True)
         output = join_query(self.plan, without_annotations(ready), matched.observed,
                             changelog=True)
         retained = Tally(
             retained_versions(events, self.plan.build_keys, self.build_time, threshold),
-            _row_count("kept_versions"),
+            _row_count("kept_versions"), held=held,
         )
         late_rows = side_table_rows(nulls, LateReason.NULL_ROWTIME)
         # Nothing new to append to the history (a first run or a refresh writes it anyway)
@@ -168,7 +169,7 @@ class TemporalJoinOperator(Operator):
                 "'scan.startup.mode' = 'snapshot-then-changelog' or without WATERMARK FOR"
             )
         matched = Tally(matched_latest(self.plan, ready, latest), _row_count("matched_rows"),
-                        behind_view=True)
+                        held=context.tallies_counted, behind_view=True)
         output = join_query(self.plan, without_annotations(ready), matched.observed,
                             changelog=True)
         kept = Tally(latest, _row_count("kept_versions"))

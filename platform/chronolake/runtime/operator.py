@@ -95,6 +95,10 @@ class RunContext:
     clock: Clock
     load_state: Callable[[str], DataFrame | None]
     load_history: Callable[[], DataFrame | None] = field(default=lambda: None)
+    tallies_counted: bool = False
+    """Whether the run counts the step's tallies before the writes that would observe them
+    (each tick of a ticked run; an updating output, read through a checkpoint): a tallied
+    frame is then held (`Tally(held=True)`), so that the count and the write share it."""
 
     def state(self, role: str) -> DataFrame | None:
         """State table `role` as the last run left it (None before any)."""

@@ -22,16 +22,17 @@ class Tally:
     """Named aggregates over `frame`: build the written frame on `observed`, and on nothing
     else, then read `written(version)`; or read `counted()` for a job of their own.
 
-    `behind_view`: the write reads `observed` through a temporary view (an SQL query). Spark
-    Connect's client does not see an observation there, so its write reports none: in a
-    Connect session the frame is held instead (`reused`), computed once by the write and
-    counted from memory after it.
+    `held`: the counts are taken by `counted()` (the write cannot observe them), so the frame
+    is held (`reused`): computed once, read by the count and by the write. `behind_view`: the
+    write reads `observed` through a temporary view (an SQL query); Spark Connect's client
+    does not see an observation there, so in a Connect session the frame is held too.
     """
 
     def __init__(
-        self, frame: DataFrame, aggregates: Mapping[str, Column], *, behind_view: bool = False
+        self, frame: DataFrame, aggregates: Mapping[str, Column], *, held: bool = False,
+        behind_view: bool = False,
     ) -> None:
-        if behind_view and _is_connect(frame):
+        if held or (behind_view and _is_connect(frame)):
             frame = reused(frame)
         self.frame, self.aggregates = frame, dict(aggregates)
         named = [column.alias(name) for name, column in aggregates.items()]
@@ -46,9 +47,11 @@ class Tally:
         return self._counts(row.asDict())
 
     def written(self, version: int | None) -> dict[str, int]:
-        """The counts the write of a frame built on `observed` took; `version` None means
-        that write was skipped (or read `observed` through a checkpoint), so they are
-        counted now. So are counts the write did not report (`_reported`)."""
+        """The counts the write of a frame built on `observed` took, `version` the version it
+        committed; None means it was skipped, or read `observed` through a checkpoint (whose
+        own query completes the observation at once, with zeros: the caller must know, a
+        tally cannot tell), so they are counted now. So are counts the write did not report
+        (`_reported`)."""
         observed = {} if version is None else _reported(self._observation)
         if not all(name in observed for name in self.aggregates):
             return self.counted()

@@ -207,7 +207,7 @@ def _next_context(
     )
     return RunContext(
         checkpoint=checkpoint, clock=context.clock, load_state=state.get,
-        load_history=load_history,
+        load_history=load_history, tallies_counted=context.tallies_counted,
     )
 
 
