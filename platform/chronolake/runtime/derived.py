@@ -403,7 +403,8 @@ class DerivedTable:
                     commit_info=stamp,
                 )
             figures = counts.written(version)
-        # An updating output is read through a checkpoint: its tallies are counted after
+        # An updating output is read through a checkpoint, which cannot observe its tallies:
+        # they are counted by a job of their own (None)
         written = {OUTPUT: None if self.view.updating else version}
         fault_point(FaultPoint.AFTER_OUTPUT)
         # No late rows, by the figures: nothing to append (a job and a commit saved) to a side

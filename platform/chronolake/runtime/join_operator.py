@@ -301,6 +301,7 @@ def _counted(counts: Mapping[str, int]) -> RunFigures:
 
 
 def _row_count(name: str) -> dict[str, Column]:
+    """A tally of a frame's rows, as figure `name`."""
     return {name: F.count(F.lit(1))}
 
 
