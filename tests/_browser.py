@@ -120,6 +120,12 @@ def stop_process_group(process: subprocess.Popen[bytes], *, grace_s: float = 20.
         time.sleep(0.2)
     else:
         os.killpg(pgid, signal.SIGKILL)
+        # The kernel ends killed processes asynchronously: the group is gone within moments,
+        # not at once
+        deadline = time.monotonic() + 10
+        while process_group_alive(pgid) and time.monotonic() < deadline:
+            process.poll()
+            time.sleep(0.05)
     process.wait(timeout=10)
 
 
