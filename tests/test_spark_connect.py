@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog
-from chronolake.connect_server import running_connect_server
+from chronolake.connect_server import running_connect_server, ui_applications
 from chronolake.dagster_home import write_instance_settings
 from chronolake.demo import build_demo_lake, feed_demo_lake
 from chronolake.lake.layout import output_path
@@ -43,6 +45,21 @@ def _demo_lake(root: Path, spark: SparkSession) -> Path:
     return root
 
 
+def _materialize_views(lake: Path, home: Path, connect_url: str) -> None:
+    """`dagster asset materialize` of `VIEWS` over `lake`, its Spark work in the server at
+    `connect_url`, its runs recorded in a new instance at `home`."""
+    home.mkdir()
+    env = {**os.environ, "CHRONOLAKE_LAKE": str(lake), "DAGSTER_HOME": str(home),
+           "CHRONOLAKE_SPARK_REMOTE": connect_url}
+    dagster = Path(sys.executable).with_name("dagster")
+    result = subprocess.run(
+        [str(dagster), "asset", "materialize", "-m", "assets.definitions", "-d", ".",
+         "--select", ",".join(VIEWS)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
 def _rows(lake: Path, view: str) -> list[tuple[str, ...]]:
     rows = DeltaTable(str(output_path(lake, view))).to_pyarrow_table().to_pylist()
     return sorted(tuple(str(row[column]) for column in sorted(row)) for row in rows)
@@ -56,16 +73,7 @@ def test_the_platform_runs_on_spark_connect_by_configuration_alone(
     local run writes from the same lake."""
     remote, local = _demo_lake(tmp_path / "remote", spark), _demo_lake(tmp_path / "local", spark)
     home = tmp_path / "dagster-home"
-    home.mkdir()
-    env = {**os.environ, "CHRONOLAKE_LAKE": str(remote), "DAGSTER_HOME": str(home),
-           "CHRONOLAKE_SPARK_REMOTE": connect_url}
-    dagster = Path(sys.executable).with_name("dagster")
-    result = subprocess.run(
-        [str(dagster), "asset", "materialize", "-m", "assets.definitions", "-d", ".",
-         "--select", ",".join(VIEWS)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    _materialize_views(remote, home, connect_url)
 
     event = DagsterInstance.from_config(str(home)).get_latest_materialization_event(
         AssetKey("orders_enriched")
@@ -83,6 +91,47 @@ def test_the_platform_runs_on_spark_connect_by_configuration_alone(
         materialize_view(Catalog(local, spark), view)
     for view in VIEWS:
         assert _rows(remote, view) == _rows(local, view), view
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_finished_runs_rows_leave_the_shared_server(spark: SparkSession, tmp_path: Path) -> None:
+    """A run holds the frames it reads more than once in its Connect session; once the run has
+    ended and its session has been idle for the server's timeout, the server's storage holds
+    none of them (`RELEASE_SETTINGS`, minutes in `chronolake dev`, seconds here)."""
+    lake = _demo_lake(tmp_path / "lake", spark)
+    short = {"spark.connect.session.manager.defaultSessionTimeout": "5s",
+             "spark.connect.session.manager.maintenanceInterval": "1s",
+             "spark.cleaner.periodicGC.interval": "2s"}
+    with running_connect_server(tmp_path / "server.log", settings=short) as url:
+        _materialize_views(lake, tmp_path / "dagster-home", url)
+        storage = _storage_of(url)
+        assert _held_blocks(storage), "the run held nothing: this test would prove nothing"
+        deadline = time.monotonic() + 120
+        while _held_blocks(storage) and time.monotonic() < deadline:
+            time.sleep(1)
+        assert not _held_blocks(storage), _held_blocks(storage)
+
+
+def _storage_of(url: str) -> str:
+    """The storage page of the Connect server's Spark UI, found through a session of its own
+    (which holds nothing)."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    session = ConnectSession.builder.remote(url).create()
+    try:
+        port = session.conf.get("spark.ui.port")
+    finally:
+        session.stop()
+    with urllib.request.urlopen(ui_applications("localhost", port), timeout=30) as answer:
+        application = json.load(answer)[0]["id"]
+    return f"{ui_applications('localhost', port)}/{application}/storage/rdd"
+
+
+def _held_blocks(storage: str) -> list[tuple[int, int]]:
+    """(RDD id, bytes) of every RDD with blocks in the server's storage."""
+    with urllib.request.urlopen(storage, timeout=30) as answer:
+        return [(rdd["id"], rdd["memoryUsed"] + rdd["diskUsed"]) for rdd in json.load(answer)]
 
 
 def _finished(client: DagsterGraphQLClient, run_id: str,

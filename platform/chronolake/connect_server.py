@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,11 +31,26 @@ SPARK_HOME = Path(pyspark.__file__).parent
 """The Spark distribution inside the pyspark package (its jars include Spark Connect's)."""
 
 
-def server_command(port: int, ui_port: int | None = None) -> list[str]:
-    """`spark-submit` for a Connect server on `port`, with the local session's settings; with
-    `ui_port`, its Spark UI is on there, where a run counts each stage's Spark jobs
-    (`chronolake.dagster.spark_jobs`)."""
-    conf = {**local_spark_conf(), "spark.connect.grpc.binding.port": str(port)}
+RELEASE_SETTINGS = {
+    "spark.connect.session.manager.defaultSessionTimeout": "15min",
+    "spark.cleaner.periodicGC.interval": "10min",
+}
+"""How soon the server lets go of a finished run's rows. A run holds frames it reads more
+than once (`chronolake.runtime.reuse`) as checkpoints in its Connect session, and neither
+removing them nor stopping the session frees their blocks: only the session's expiry does,
+at the next garbage collection (Spark's defaults: 60 and 30 minutes). A run makes requests
+all along (a long Spark job reattaches every 2 minutes), so only ended runs go idle that
+long; a full collection of the server's heap takes about 0.4 s."""
+
+
+def server_command(
+    port: int, ui_port: int | None = None, *, settings: Mapping[str, str] | None = None
+) -> list[str]:
+    """`spark-submit` for a Connect server on `port`, with the local session's settings and
+    `RELEASE_SETTINGS` (`settings` override them); with `ui_port`, its Spark UI is on there,
+    where a run counts each stage's Spark jobs (`chronolake.dagster.spark_jobs`)."""
+    conf = {**local_spark_conf(), **RELEASE_SETTINGS, **(settings or {}),
+            "spark.connect.grpc.binding.port": str(port)}
     if ui_port is not None:
         conf |= {"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)}
     command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", "local[*]"]
@@ -58,13 +73,17 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_connect_server(log: Path) -> Iterator[str]:
-    """A Connect server on a free local port, its output in `log`; yields its `sc://` URL
-    once it accepts connections, and stops it (its whole process group) on exit."""
+def running_connect_server(
+    log: Path, *, settings: Mapping[str, str] | None = None
+) -> Iterator[str]:
+    """A Connect server on a free local port (`settings` as in `server_command`), its output in
+    `log`; yields its `sc://` URL once it accepts connections, and stops it (its whole process
+    group) on exit."""
     port, ui_port = free_port(), free_port()
     with log.open("wb") as out:
         server = subprocess.Popen(
-            server_command(port, ui_port=ui_port), stdout=out, stderr=subprocess.STDOUT,
+            server_command(port, ui_port=ui_port, settings=settings), stdout=out,
+            stderr=subprocess.STDOUT,
             env=server_environment(), start_new_session=True,
         )
     try:
