@@ -217,6 +217,19 @@ FROM t1 RIGHT OUTER JOIN t2 ON t1.key = t2.key AND {BETWEEN} AND t2.id <> 'R-5'"
 
 
 @pytest.mark.spark
+def test_a_run_leaves_no_temporary_view_in_the_session(spark: SparkSession, tmp_path: Path
+                                                       ) -> None:
+    """An outer join's run reads its rows, matches and padded rows without naming them in the
+    Spark session: a long session keeps none of them (nor the rows they would hold)."""
+    add(tmp_path, "t1", [*LEFT_ROWS, PUSH_LEFT])
+    add(tmp_path, "t2", [*RIGHT_ROWS, PUSH_RIGHT])
+    lake(tmp_path, spark, OUTER.format(kind="FULL OUTER", between=BETWEEN))
+    before = {t.name for t in spark.catalog.listTables() if t.isTemporary}
+    assert run(tmp_path, spark, "v").figures["padded_rows"] > 0
+    assert {t.name for t in spark.catalog.listTables() if t.isTemporary} == before
+
+
+@pytest.mark.spark
 @pytest.mark.slow
 def test_a_join_split_over_two_runs_gives_the_rows_of_one_and_drops_expired_state(
     spark: SparkSession, tmp_path: Path

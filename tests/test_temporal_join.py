@@ -504,6 +504,20 @@ def test_inner_join_takes_the_version_valid_at_each_order(seed: Catalog) -> None
         (1, _d("1.10")), (2, _d("1.12")), (3, _d("1.15"))]
 
 
+def test_a_query_leaves_no_temporary_view_in_the_session(seed: Catalog) -> None:
+    """The join reads its frames without naming them in the Spark session: a long session (a
+    notebook, a shared Connect server) keeps only its own views, not one per query, each
+    holding the rows it names."""
+    before = _internal_views(seed)
+    assert _rows(seed, _join("versioned_rates", left=True))
+    assert _internal_views(seed) == before
+
+
+def _internal_views(catalog: Catalog) -> set[str]:
+    return {t.name for t in catalog.spark.catalog.listTables()
+            if t.isTemporary and t.name.startswith("_")}
+
+
 def test_left_join_keeps_unmatched_orders_with_nulls(seed: Catalog) -> None:
     assert _rows(seed, _join("versioned_rates", left=True)) == [
         (1, _d("1.10")), (2, _d("1.12")), (3, _d("1.15")), (4, None), (5, None), (6, None),

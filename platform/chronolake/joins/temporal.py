@@ -10,8 +10,6 @@ that the user's query joins as a regular join (`chronolake.sql.temporal`).
 
 from __future__ import annotations
 
-import uuid
-
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -25,6 +23,7 @@ from chronolake.lake.changelog import (
     SYSTEM_COLUMNS,
     RowKind,
 )
+from chronolake.sql.over_frames import query_over, table_name
 from chronolake.sql.temporal import (
     CHANGE_COLUMNS,
     PROBE_POSITION,
@@ -111,15 +110,12 @@ def join_query(
     `changelog` keeps each joined row's probe kind and arrival order (a run's output is a
     changelog); else the result is the query's columns alone.
     """
-    spark = probe_rows.sparkSession
-    suffix = uuid.uuid4().hex[:12]
-    probe_view, matched_view = f"__tj_probe_{suffix}", f"__tj_matched_{suffix}"
-    probe_rows.createOrReplaceTempView(probe_view)
-    matched.createOrReplaceTempView(matched_view)
-    result = spark.sql(
+    probe_view, matched_view = table_name("probe"), table_name("matched")
+    result = query_over(
         rewrite_as_regular_join(
             plan, probe_view=probe_view, matched_view=matched_view, changelog=changelog
-        )
+        ),
+        {probe_view: probe_rows, matched_view: matched},
     )
     kept = CHANGE_COLUMNS if changelog else ()
     hidden = [

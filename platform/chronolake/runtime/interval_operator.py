@@ -22,11 +22,10 @@ whose rowtime is null goes to the late-rows side table. The output is insert-onl
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from chronolake.catalog import Catalog
@@ -54,6 +53,7 @@ from chronolake.sql.interval import (
     joined_sql,
     parse_condition,
 )
+from chronolake.sql.over_frames import query_over, table_name
 from chronolake.watermarks.assigner import LATE_COLUMN
 from chronolake.watermarks.late import LateReason, side_table_rows
 from chronolake.watermarks.millis import is_timestamp, timestamp_millis
@@ -101,7 +101,6 @@ class IntervalJoinOperator(Operator):
         self.inputs = (self.left,) if self.left.name == self.right.name else (
             self.left, self.right)
         self.event_time = True
-        self._spark: SparkSession = catalog.spark
 
     def step(
         self,
@@ -123,7 +122,7 @@ class IntervalJoinOperator(Operator):
         once = f"({la}.{_NEW} OR {ra}.{_NEW}) AND NOT ({la}.{_CLOSED} AND {ra}.{_CLOSED})"
         same_bucket = f"{la}.{_BUCKET} = {ra}.{_BUCKET} AND {once}"
         left_buckets, right_buckets = self._buckets(left.rows, right.rows)
-        matched = self._query(_view(left_buckets), _view(right_buckets), "INNER", same_bucket)
+        matched = self._query(left_buckets, right_buckets, "INNER", same_bucket)
         outer = plan.kind.pads_left or plan.kind.pads_right
         if outer:  # read by the output, by the outer rows' matches and by a figure
             matched = reused(matched)
@@ -134,9 +133,9 @@ class IntervalJoinOperator(Operator):
         }
         parts = [matched]
         if (padded := sides[LEFT_ROLE].padded) is not None:
-            parts.append(self._query(_view(padded), _view(right.rows.limit(0)), "LEFT"))
+            parts.append(self._query(padded, right.rows.limit(0), "LEFT"))
         if (padded := sides[RIGHT_ROLE].padded) is not None:
-            parts.append(self._query(_view(left.rows.limit(0)), _view(padded), "RIGHT"))
+            parts.append(self._query(left.rows.limit(0), padded, "RIGHT"))
         output = parts[0]
         for part in parts[1:]:
             output = output.unionByName(part)
@@ -240,19 +239,14 @@ class IntervalJoinOperator(Operator):
             right.withColumn(_BUCKET, F.floor(ms / width)),
         )
 
-    def _query(self, left: str, right: str, how: str, on: str | None = None) -> DataFrame:
-        """The view's SELECT over the rows of temporary views `left` and `right`, joined `how`
-        (see `joined_sql`)."""
-        sql = joined_sql(self.plan, left_view=left, right_view=right, how=how,
+    def _query(self, left: DataFrame, right: DataFrame, how: str, on: str | None = None
+               ) -> DataFrame:
+        """The view's SELECT over the rows of `left` and `right`, joined `how` (see
+        `joined_sql`)."""
+        names = table_name("left"), table_name("right")
+        sql = joined_sql(self.plan, left_view=names[0], right_view=names[1], how=how,
                          on=parse_condition(on) if on else None)
-        return self._spark.sql(sql)
-
-
-def _view(rows: DataFrame) -> str:
-    """`rows` as a temporary view (a fresh name), for the view's SELECT to read."""
-    name = f"__ij_rows_{uuid.uuid4().hex[:12]}"
-    rows.createOrReplaceTempView(name)
-    return name
+        return query_over(sql, dict(zip(names, (left, right), strict=True)))
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,9 @@ class Tally:
 
     `held`: the counts are taken by `counted()` (the write cannot observe them), so the frame
     is held (`reused`): computed once, read by the count and by the write. `behind_view`: the
-    write reads `observed` through a temporary view (an SQL query); Spark Connect's client
-    does not see an observation there, so in a Connect session the frame is held too.
+    write reads `observed` through the view's SQL (`chronolake.sql.over_frames`); Spark
+    Connect's client does not see an observation there, so in a Connect session the frame is
+    held too.
     """
 
     def __init__(
@@ -66,7 +67,7 @@ def _reported(observation: Observation) -> Mapping[str, object]:
     observed part (adaptive execution drops the side of a join it finds empty, an observation
     there with it: classic Spark then completes the observation with an empty row, which
     pyspark cannot convert), or when Spark Connect's client did not see the observation in
-    the plan it sent (one behind a temporary view)."""
+    the plan it sent (one in a frame an SQL query reads)."""
     try:
         return observation.get
     except Py4JJavaError:
