@@ -14,10 +14,14 @@ UTC wall clock of `t_ms`) and its watermark is the row's `wm` column: the waterm
 case wants in force when the row arrives (chronolake's, for the run the row lands in).
 `pipeline.auto-watermark-interval` is 0, so `WatermarkAssignerOperator` emits a watermark
 right after the row that raises it; a row of table `~tick` closes each round by raising it
-to the round's final watermark, and no view selects it. One stream keeps the order of
-rows and watermarks deterministic across the tables of a join (each join input sees the
-same watermark after the same rows). Timestamps come back as epoch ms; each row with its
-row kind (+I, -U, +U, -D), since a query Flink plans as an updating one says so there.
+to the round's final watermark, and no view selects it. One stream fixes the order of
+rows and watermarks at the source, not at a join: each input of a join reaches it through
+its own exchange, the two interleave as the network delivers them, and the join's watermark
+is the minimum of its inputs' (the other input's often arrives after this one's rows), so a
+join may see a round's rows under a watermark lower than the one they carry. The caller
+leaves out the matches that depend on (`_time_cases.order_sensitive`, `lazy_cleanup`).
+Timestamps come back as epoch ms; each row with its row kind (+I, -U, +U, -D), since a
+query Flink plans as an updating one says so there.
 """
 
 from __future__ import annotations

@@ -247,6 +247,59 @@ def order_sensitive(lake: Lake) -> set[int]:
     return out
 
 
+def lazy_cleanup(lake: Lake) -> set[int]:
+    """Interval joins: ids of both rows of every pair whose match depends on when Flink's
+    `TimeIntervalJoin` cleans its state, which chronolake's rule does not follow.
+
+    Flink caches a row iff the operator's watermark is below its interval end (t + the
+    relative window size), and removes a cached row only lazily: when its key's cleanup timer
+    fires (the first cached row's interval end + 1 ms) or when a row of the other side for the
+    key scans it (joining it first). Its watermark is the minimum of its two inputs', and the
+    other input's watermark often arrives after the round's rows, so it lags the watermark a
+    chronolake run starts from. chronolake drops a row whose interval end the watermark has
+    passed at the end of each run and never keeps a row closed on arrival. Left out, for a
+    pair of rows of one key within the bounds, the earlier `y` and the later `x`:
+
+    1. `y` from an earlier round whose interval end is below the watermark `x`'s run starts
+       from (chronolake dropped it; Flink may still hold it and join `x` with it);
+    2. `y` from an earlier round, closed on arrival (chronolake never held it; Flink may have
+       cached it, its operator's watermark lagging);
+    3. `x` and `y` of one round, both closed on arrival (chronolake does not pair them; Flink
+       does when it cached whichever came first).
+
+    Ids, not pairs: the comparison leaves out every output row holding one of them, so a
+    pair one system joins and the other pads (or joins elsewhere) goes on both sides alike.
+    """
+    if not lake.family.join:
+        return set()
+    lower, upper = 1000 * int(lake.params["lower"]), 1000 * int(lake.params["upper"])
+    upper -= 1 if lake.params["strict"] else 0
+    ends = {"lhs": lower, "rhs": upper}
+
+    def match(x: Arrival, y: Arrival) -> bool:
+        if x.table == y.table or x.k != y.k:
+            return False
+        left, right = (x, y) if x.table == "lhs" else (y, x)
+        return right.t - lower <= left.t <= right.t + upper
+
+    out: set[int] = set()
+    earlier: list[tuple[Arrival, bool]] = []  # rows of earlier rounds, closed on arrival?
+    before: int | None = None
+    for arrived, after in zip(lake.all_rounds(), lake.watermarks(), strict=True):
+        closed = {a.id for a in arrived if before is not None and before >= a.t + ends[a.table]}
+        for x in arrived:
+            for y, y_closed in earlier:
+                stale = before is not None and y.t + ends[y.table] < before
+                if (y_closed or stale) and match(x, y):
+                    out |= {x.id, y.id}
+            if x.id in closed:
+                partners = {y.id for y in arrived if y.id in closed and match(x, y)}
+                out |= partners | ({x.id} if partners else set())
+        earlier += [(a, a.id in closed) for a in arrived]
+        before = after
+    return out
+
+
 @dataclass
 class Shrink:
     """Candidate smaller lakes for minimizing a mismatch, most promising first."""
