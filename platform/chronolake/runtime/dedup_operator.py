@@ -69,7 +69,7 @@ class DeduplicateOperator(Operator):
         watermark: Watermark,
         watermark_ms: int | None,
     ) -> Step:
-        rows = reused(reads[self.source.name].rows)
+        rows = reads[self.source.name].rows  # held (`InputRead.rows`)
         timed = F.col(f"`{self.order_by}`").isNotNull()
         events = [RowKind.INSERT.value, RowKind.UPDATE_AFTER.value]
         if self.keep_last:

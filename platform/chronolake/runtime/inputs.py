@@ -99,6 +99,9 @@ class InputRead:
 
     spec: TableSpec
     rows: DataFrame
+    """Read from the rows `assign_all` holds; held again where they cost more to compute than
+    to store (stamped in arrival order, or through a view's SELECT), so an operator reads them
+    as they are, however many of its jobs do."""
     watermark: Watermark
     position: InputPosition
     switched_at: int | None = None
@@ -258,7 +261,8 @@ def assign_watermarks(
         assert view.through_view is not None
         held = held_by(view.through_view.source, started)
         rows = through_view_rows(rows, view.through_view.query, carried, held)
-    return InputRead(read.views[-1], rows, assigned.watermark, assigned.position,
+    # a view's SELECT may compute anything: computed once, for every job that reads the rows
+    return InputRead(read.views[-1], reused(rows), assigned.watermark, assigned.position,
                      read.switched_at)
 
 
@@ -276,9 +280,9 @@ def _assign(
     assigned = assigner.assign(read.rows, state=position.watermarks, now_ms=now_ms, maxima=maxima)
     state = assigned.state()
     moved = position.model_copy(update={"watermarks": state})
+    rows = reused(assigned.rows) if assigner.stamps_in_arrival_order else assigned.rows
     return InputRead(
-        spec, assigned.rows, Watermark(state.watermark), moved, assigner=assigner,
-        maxima=assigned.maxima,
+        spec, rows, Watermark(state.watermark), moved, assigner=assigner, maxima=assigned.maxima
     )
 
 

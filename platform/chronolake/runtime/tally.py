@@ -10,12 +10,16 @@ their own.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
-from py4j.protocol import Py4JJavaError
 from pyspark.sql import Column, DataFrame, Observation
 
 from chronolake.runtime.reuse import reused
+
+REPORT_WAIT_SECONDS = 2.0
+"""How long a write's observation may take to complete after the write returned (classic
+Spark completes it before; the wait only guards against a later completion)."""
 
 
 class Tally:
@@ -24,16 +28,17 @@ class Tally:
 
     `held`: the counts are taken by `counted()` (the write cannot observe them), so the frame
     is held (`reused`): computed once, read by the count and by the write. `behind_view`: the
-    write reads `observed` through the view's SQL (`chronolake.sql.over_frames`); Spark
-    Connect's client does not see an observation there, so in a Connect session the frame is
-    held too.
+    write reads `observed` through the view's SQL (`chronolake.sql.over_frames`), inside its
+    plan; unless such an observation is reported exactly (`_observed_exactly_inside`), the
+    counts are taken by `counted()` and the frame is held too.
     """
 
     def __init__(
         self, frame: DataFrame, aggregates: Mapping[str, Column], *, held: bool = False,
         behind_view: bool = False,
     ) -> None:
-        if held or (behind_view and _is_connect(frame)):
+        self._exact = not behind_view or _observed_exactly_inside(frame)
+        if held or not self._exact:
             frame = reused(frame)
         self.frame, self.aggregates = frame, dict(aggregates)
         named = [column.alias(name) for name, column in aggregates.items()]
@@ -53,7 +58,7 @@ class Tally:
         own query completes the observation at once, with zeros: the caller must know, a
         tally cannot tell), so they are counted now. So are counts the write did not report
         (`_reported`)."""
-        observed = {} if version is None else _reported(self._observation)
+        observed = {} if version is None or not self._exact else _reported(self._observation)
         if not all(name in observed for name in self.aggregates):
             return self.counted()
         return self._counts(observed)
@@ -66,12 +71,38 @@ def _reported(observation: Observation) -> Mapping[str, object]:
     """What the query that ran `observation`'s frame reported: nothing when its plan lost the
     observed part (adaptive execution drops the side of a join it finds empty, an observation
     there with it: classic Spark then completes the observation with an empty row, which
-    pyspark cannot convert), or when Spark Connect's client did not see the observation in
-    the plan it sent (one in a frame an SQL query reads)."""
+    pyspark cannot convert), when Spark Connect's client did not see the observation in the
+    plan it sent (one in a frame an SQL query reads) or reports an error for it, and when no
+    query ran the frame at all (a write another attempt had committed, credited with a later
+    version by a concurrent commit): classic Spark's `get` would wait for it forever."""
+    if not _completed(observation):
+        return {}
     try:
         return observation.get
-    except Py4JJavaError:
+    except Exception:  # any failure to report means: count them instead
         return {}
+
+
+def _completed(observation: Observation) -> bool:
+    """Whether a query completed `observation` (classic Spark completes it as the query ends;
+    a Connect observation holds what its query's responses carried, never waits)."""
+    completion = getattr(observation, "_jo", None)
+    if completion is None:
+        return True
+    deadline = time.monotonic() + REPORT_WAIT_SECONDS
+    while not completion.future().isCompleted():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _observed_exactly_inside(frame: DataFrame) -> bool:
+    """Whether an observation inside another query's plan reports each row once: in a classic
+    session on a local master. Spark Connect's client does not report one there, and on a
+    cluster its stage may run again (a lost executor, a speculative task), every attempt
+    adding to it."""
+    return not _is_connect(frame) and frame.sparkSession.sparkContext.master.startswith("local")
 
 
 def _is_connect(frame: DataFrame) -> bool:

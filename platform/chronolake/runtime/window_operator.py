@@ -43,7 +43,6 @@ from chronolake.runtime.operator import (
     Where,
     count_figures,
 )
-from chronolake.runtime.reuse import reused
 from chronolake.schema import ViewSpec
 from chronolake.sql.current_watermark import bind_spark_sql, held_by
 from chronolake.sql.view_kinds import is_updating
@@ -116,7 +115,7 @@ class WindowAggregateOperator(Operator):
         watermark_ms: int | None,
     ) -> Step:
         read = reads[self.source.name]
-        rows = reused(read.rows)  # read once: output, side table, state and figures
+        rows = read.rows  # held: read by the output, side table, state and figures
         # The view's WHERE filters rows before their windows, as in Flink: never late.
         kept = rows if self.plan.where is None else rows.where(F.expr(self._where(context)))
         rowtime = self._rowtime(read, kept)

@@ -238,7 +238,7 @@ class WatermarkAssigner(BaseModel):
             now_ms=now_ms,
         )
         rowtime = self.rowtime_column()
-        if self.emit_strategy is EmitStrategy.ON_EVENT and not self.is_system_watermark:
+        if self.stamps_in_arrival_order:
             generated_ms = watermark_millis(F.col(GENERATED), generated_type)
             stamped = progress.on_event(
                 base.withColumn(GENERATED, generated_ms), order=ARRIVAL_ORDER
@@ -258,6 +258,13 @@ class WatermarkAssigner(BaseModel):
         return AssignedChangelog(
             assigner=self, rows=rows, start=start, progress=progress, maxima=collected
         )
+
+    @property
+    def stamps_in_arrival_order(self) -> bool:
+        """Whether `assign` stamps each row with the watermark its split had reached when the
+        row arrived (a window over the rows in arrival order, costly to compute again) rather
+        than with its tick's (a lookup)."""
+        return self.emit_strategy is EmitStrategy.ON_EVENT and not self.is_system_watermark
 
     def fact_rows(self, changelog: DataFrame) -> DataFrame:
         """Per row of `changelog`: its split, tick, generated watermark (epoch ms) and commit
