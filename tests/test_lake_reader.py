@@ -16,8 +16,8 @@ from chronolake.lake import (
     LakeBackend,
     read_changelog,
     read_table_state,
-    table_path,
 )
+from chronolake.lake.layout import table_location
 from chronolake.schema import ChangelogMode, DeltaOptions, PhysicalColumn, TableSpec
 
 pytestmark = pytest.mark.spark
@@ -146,11 +146,28 @@ def test_cdf_and_append_tables_read_by_their_changelog_option(
     assert [tuple(r) for r in state] == [("EUR", 1.0)]
 
 
-def test_table_path_resolves_against_the_lake_root(tmp_path: Path) -> None:
-    assert table_path(_spec("rates"), tmp_path) == tmp_path / "rates"
-    absolute = TableSpec(
-        name="rates",
-        columns=(PhysicalColumn(name="currency", type="STRING"),),
-        options=DeltaOptions(path="/data/rates"),
-    )
-    assert table_path(absolute, tmp_path) == Path("/data/rates")
+def test_a_table_path_resolves_against_a_folder_lake(tmp_path: Path) -> None:
+    assert table_location(tmp_path, "rates") == tmp_path / "rates"
+    assert table_location(str(tmp_path), "fx/../rates") == tmp_path / "rates"
+    assert table_location(tmp_path.as_uri(), "rates") == tmp_path / "rates"
+    assert table_location(tmp_path, "/data/rates") == Path("/data/rates")
+    assert table_location(tmp_path, "s3://other/rates") == "s3://other/rates"
+
+
+def test_a_table_path_under_a_bucket_lake_stays_a_uri() -> None:
+    """`Path(root) / path` turned `s3://lake1/lake` into `s3:/lake1/lake/orders`, which no
+    store recognises: a run on a bucket failed at its first read."""
+    assert table_location("s3://lake1/lake", "orders") == "s3://lake1/lake/orders"
+    assert table_location("s3://lake1/lake/", "cdc/rates") == "s3://lake1/lake/cdc/rates"
+    assert table_location("s3://lake1/lake", "gs://other/rates") == "gs://other/rates"
+    assert table_location("s3://lake1/lake", "file:///data/rates") == Path("/data/rates")
+
+
+def test_reads_of_a_declared_table_go_through_the_one_resolver(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A relative `path` under a lake given as a `file://` URI: read where `table_location`
+    says, which the catalog's source checks ask too."""
+    write_commits(tmp_path / "rates", [[{"currency": "EUR", "rate": 1.0}]])
+    state = read_table_state(spark, None, _spec("rates"), tmp_path.as_uri()).collect()
+    assert [tuple(r) for r in state] == [("EUR", 1.0)]

@@ -17,7 +17,6 @@ from chronolake.lake.reader import (
     read_changelog,
     read_table_arrivals,
     read_table_state,
-    table_path,
 )
 from chronolake.lake.selector import BackendChoice, backend_for
 from chronolake.lake.tables import (
@@ -47,7 +46,6 @@ __all__ = [
     "read_changelog",
     "read_table_arrivals",
     "read_table_state",
-    "table_path",
     "table_row_count",
     "table_version",
 ]

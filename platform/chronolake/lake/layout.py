@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chronolake.lake.storage import Location, Storage, as_location, join
+from chronolake.lake.storage import Location, Storage, as_location, join, joined_under
 
 SYSTEM_ROOT = Path("_chronolake")
 CATALOG_ROOT = SYSTEM_ROOT / "catalog"
@@ -22,10 +22,11 @@ LOGS_ROOT = SYSTEM_ROOT / "logs"
 LAST_ERROR_NAME = "last-error.json"
 
 
-def table_location(root: Location, path: str) -> str | Path:
-    """Where a declared table's Delta data is: its `path` option, relative to the lake (a
-    folder resolved, as Spark and delta-rs are handed absolute paths)."""
-    return (root / path).resolve() if isinstance(root, Path) else join(root, path)
+def table_location(root: Location, path: str | Path) -> str | Path:
+    """Where a declared table's Delta data is: its `path` option, relative to the lake unless
+    it is absolute (a folder or a URI of its own). The one resolver of table locations:
+    everything that reads or writes a declared table asks it."""
+    return joined_under(root, path)
 
 
 def output_path(root: Location, name: str) -> str | Path:

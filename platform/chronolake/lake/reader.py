@@ -9,7 +9,6 @@ operation). Every result follows `chronolake.lake.changelog`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -17,22 +16,18 @@ from pyspark.sql import functions as F
 from chronolake.errors import DefinitionError
 from chronolake.lake.backend import LakeBackend
 from chronolake.lake.changelog import ARRIVAL_ORDER, POSITION, ROW_KIND, SYSTEM_COLUMNS, RowKind
+from chronolake.lake.layout import table_location
 from chronolake.lake.op_column import op_row_kind
 from chronolake.lake.selector import backend_for
+from chronolake.lake.storage import Location
 from chronolake.schema import ChangelogMode, TableSpec
-
-
-def table_path(spec: TableSpec, root: str | Path) -> Path:
-    """The table's location: its `path` option, relative to the lake root unless absolute."""
-    path = Path(spec.options.path)
-    return path if path.is_absolute() else Path(root) / path
 
 
 def read_changelog(
     spark: SparkSession,
     backend: LakeBackend | None,
     spec: TableSpec,
-    root: str | Path,
+    root: Location,
     start_version: int,
     end_version: int | None = None,
 ) -> DataFrame:
@@ -43,7 +38,7 @@ def read_changelog(
         >>> read_changelog(spark, None, rates, "/lake", 1).orderBy(*ARRIVAL_ORDER)
     """
     backend = backend or backend_for(spark)
-    path = table_path(spec, root)
+    path = table_location(root, spec.options.path)
     mode = spec.options.changelog
     if mode is ChangelogMode.CDF:
         return backend.changes(path, start_version, end_version)
@@ -58,7 +53,7 @@ def read_table_state(
     spark: SparkSession,
     backend: LakeBackend | None,
     spec: TableSpec,
-    root: str | Path,
+    root: Location,
     version: int | None = None,
 ) -> DataFrame:
     """The table's rows at `version` (latest when None), without system columns, read
@@ -70,7 +65,7 @@ def read_table_state(
     arrived), which needs the table's PRIMARY KEY.
     """
     backend = backend or backend_for(spark)
-    path = table_path(spec, root)
+    path = table_location(root, spec.options.path)
     if spec.options.changelog is not ChangelogMode.OP_COLUMN:
         return backend.snapshot(path, version)
     if not spec.primary_key:
@@ -88,7 +83,7 @@ def read_table_arrivals(
     spark: SparkSession,
     backend: LakeBackend | None,
     spec: TableSpec,
-    root: str | Path,
+    root: Location,
     version: int,
 ) -> DataFrame:
     """`read_table_state` at `version` plus `_position`, the order the rows arrived in: by
@@ -98,7 +93,7 @@ def read_table_arrivals(
     """
     backend = backend or backend_for(spark)
     if spec.options.changelog is not ChangelogMode.OP_COLUMN:
-        return backend.arrival_snapshot(table_path(spec, root), version)
+        return backend.arrival_snapshot(table_location(root, spec.options.path), version)
     state = read_table_state(spark, backend, spec, root, version)
     return state.withColumn(POSITION, F.monotonically_increasing_id())
 

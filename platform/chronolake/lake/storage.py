@@ -52,6 +52,18 @@ def as_location(root: Location) -> str | Path:
     return text.rstrip("/")
 
 
+def joined_under(root: Location, path: Location) -> str | Path:
+    """`path` resolved against the lake location `root`: itself when it is a URI or an
+    absolute folder, else under the root (a folder resolved, as Spark and delta-rs are handed
+    absolute paths; a URI joined with `/`, never turned into a local path)."""
+    text = os.fspath(path)
+    own = as_location(text)
+    if not isinstance(own, Path) or Path(text).is_absolute() or text.startswith("file:"):
+        return own
+    base = as_location(root)
+    return (base / text).resolve() if isinstance(base, Path) else join(base, text)
+
+
 def location_uri(location: Location) -> str:
     """A location as a URI (`file:///…` for a local folder), as Dagster shows it."""
     root = as_location(location)
