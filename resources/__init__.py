@@ -2,7 +2,8 @@
 
 The lake root is `CHRONOLAKE_LAKE`, a folder or a URI (default: `demo-lake/` in the repository);
 Spark is local unless `CHRONOLAKE_SPARK_MASTER` or `CHRONOLAKE_SPARK_REMOTE`
-points at a cluster or a Spark Connect server.
+points at a cluster or a Spark Connect server (`sc://localhost:PORT/;token=...`, the token
+read when a run starts, never part of the resource's configuration).
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from dagster import EnvVar
+
+from chronolake.connect_server import REMOTE_ENV
 from chronolake.dagster import LakeResource, local_pyspark_resource
 from chronolake.lake.storage import as_location
 
@@ -22,12 +26,16 @@ def _spark_conf() -> dict[str, str]:
     conf: dict[str, str] = {}
     if master := os.environ.get("CHRONOLAKE_SPARK_MASTER"):
         conf["spark.master"] = master
-    if remote := os.environ.get("CHRONOLAKE_SPARK_REMOTE"):
-        conf["spark.remote"] = remote
     return conf
+
+
+def _remote() -> EnvVar | None:
+    """`CHRONOLAKE_SPARK_REMOTE` by name, when set: Dagster reads it as a run starts, and shows
+    and stores the name, not the URL's token."""
+    return EnvVar(REMOTE_ENV) if os.environ.get(REMOTE_ENV) else None
 
 
 RESOURCES = {
     "lake": LakeResource(root=str(LAKE_ROOT), backend=os.environ.get("CHRONOLAKE_BACKEND", "auto")),
-    "pyspark": local_pyspark_resource(_spark_conf()),
+    "pyspark": local_pyspark_resource(_spark_conf(), remote=_remote()),
 }

@@ -16,13 +16,20 @@ from pathlib import Path
 
 import pytest
 from _browser import dagster_dev
-from dagster import AssetKey, DagsterInstance, DagsterRunStatus
+from _listening import listener_of, listening, on_loopback, process_tree
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, serialize_value
 from dagster_graphql import DagsterGraphQLClient
 from deltalake import DeltaTable
+from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog
-from chronolake.connect_server import running_connect_server, ui_applications
+from chronolake.connect_server import (
+    TOKEN_ENV,
+    running_connect_server,
+    ui_applications,
+    without_token,
+)
 from chronolake.dagster_home import write_instance_settings
 from chronolake.demo import build_demo_lake, feed_demo_lake
 from chronolake.lake.layout import output_path
@@ -39,6 +46,45 @@ def connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
+def _server_processes(url: str) -> set[int]:
+    """The Connect server's JVM (the process listening on `url`'s port) and its children."""
+    return process_tree(listener_of(int(without_token(url).rsplit(":", 1)[1])))
+
+
+def test_nothing_the_connect_server_opens_listens_beyond_loopback(connect_url: str) -> None:
+    """The server's gRPC port, its driver's RPC and block manager and its Spark UI are all on
+    127.0.0.1: anyone who reached them from another host could run code as the user."""
+    sockets = listening(_server_processes(connect_url))
+    assert len(sockets) >= 4, sockets  # gRPC, UI, RPC, block manager: else this proves nothing
+    assert all(on_loopback(address) for address, _ in sockets), sorted(sockets)
+
+
+def _count_through(url: str) -> int:
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    session = ConnectSession.builder.remote(url).create()
+    try:
+        return session.range(3).count()
+    finally:
+        session.stop()
+
+
+def test_the_connect_server_serves_only_clients_with_its_token(
+    connect_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every local user reaches 127.0.0.1, so the server asks for the token it was started
+    with, which reached it through its environment, not on a command line `ps` shows."""
+    monkeypatch.delenv(TOKEN_ENV, raising=False)  # pyspark's client would send that one
+    address, token = without_token(connect_url), connect_url.split(";token=", 1)[1]
+    with pytest.raises(SparkConnectGrpcException, match="No authentication token provided"):
+        _count_through(address)
+    with pytest.raises(SparkConnectGrpcException, match="Invalid authentication token"):
+        _count_through(f"{address}/;token=not-{token}")
+    assert _count_through(connect_url) == 3
+    for pid in _server_processes(connect_url):
+        assert token not in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+
+
 def _demo_lake(root: Path, spark: SparkSession) -> Path:
     build_demo_lake(root)
     list(Catalog(root, spark).run_script((ROOT / "assets" / "platform.sql").read_text()))
@@ -51,6 +97,7 @@ def _materialize_views(lake: Path, home: Path, connect_url: str) -> None:
     home.mkdir()
     env = {**os.environ, "CHRONOLAKE_LAKE": str(lake), "DAGSTER_HOME": str(home),
            "CHRONOLAKE_SPARK_REMOTE": connect_url}
+    env.pop(TOKEN_ENV, None)  # the URL's token must be enough
     dagster = Path(sys.executable).with_name("dagster")
     result = subprocess.run(
         [str(dagster), "asset", "materialize", "-m", "assets.definitions", "-d", ".",
@@ -70,14 +117,22 @@ def test_the_platform_runs_on_spark_connect_by_configuration_alone(
 ) -> None:
     """`CHRONOLAKE_SPARK_REMOTE` is all it takes: the run's Spark work happens in the server
     (whose UI lists each stage's jobs by the stage's tag), and every view holds the rows a
-    local run writes from the same lake."""
+    local run writes from the same lake. The URL's token is nowhere in what Dagster stores
+    (the run's job snapshot holds the resource's configuration), nor in the run's logs."""
     remote, local = _demo_lake(tmp_path / "remote", spark), _demo_lake(tmp_path / "local", spark)
     home = tmp_path / "dagster-home"
     _materialize_views(remote, home, connect_url)
+    instance = DagsterInstance.from_config(str(home))
+    token = connect_url.split(";token=", 1)[1]
+    runs = instance.get_runs()
+    stored = [serialize_value(record) for run in runs
+              for record in (run, instance.get_job_snapshot(run.job_snapshot_id))]
+    assert runs and not [record for record in stored if token in record]
+    files = [path for path in home.rglob("*")  # logs; the snapshots above are compressed
+             if path.is_file() and token.encode() in path.read_bytes()]
+    assert not files, files
 
-    event = DagsterInstance.from_config(str(home)).get_latest_materialization_event(
-        AssetKey("orders_enriched")
-    )
+    event = instance.get_latest_materialization_event(AssetKey("orders_enriched"))
     assert event is not None and event.asset_materialization is not None
     metadata = {k: v.value for k, v in event.asset_materialization.metadata.items()}
     stages = metadata["chronolake/stages"]
@@ -170,7 +225,8 @@ def test_chronolake_dev_runs_share_a_warm_connect_server_that_stops_with_it(
     that warmed up once, and do their Spark work in one Connect server, which counts each
     stage's jobs.
     Terminate in the UI cancels a run; a run whose process is killed is failed, not left
-    running; the next run succeeds. The server stops when `dagster dev` does."""
+    running; the next run succeeds. The server stops when `dagster dev` does; its token was
+    printed nowhere."""
     lake = _demo_lake(tmp_path / "lake", spark)
     home = tmp_path / "dagster-home"
     write_instance_settings(home)
@@ -216,6 +272,7 @@ def test_chronolake_dev_runs_share_a_warm_connect_server_that_stops_with_it(
         )
     with pytest.raises(OSError):  # the server went with it
         socket.create_connection(("localhost", int(found.group(1))), timeout=2).close()
+    assert "token=" not in server.log_path.read_text()  # it printed the server's address only
     event = instance.get_latest_materialization_event(AssetKey("orders_enriched"))
     assert event is not None and event.asset_materialization is not None
     assert event.run_id == after

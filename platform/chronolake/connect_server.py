@@ -4,11 +4,21 @@ A run through Spark Connect (`spark.remote`) does its Spark work in a server tha
 the run, so runs skip the JVM's start and warm-up. `python -m chronolake.connect_server
 [PORT]` runs one in the foreground (port 15002 by default); the tests and the run-overhead
 benchmark start one on a free port with `running_connect_server`.
+
+The server and every port its JVM opens listen on loopback only
+(`chronolake.spark_session.loopback_settings`), and it serves only clients that bring its
+token, since any local user reaches loopback: the token goes to the server in its
+environment (`TOKEN_ENV`, which `ps` does not show) and to its clients in the URL
+(`sc://localhost:PORT/;token=...`) or the same variable. pyspark's client sends a token to a
+host other than `localhost` only over TLS, which the server does not offer: a server reached
+from other hosts needs a TLS proxy in front of it (README, "A Spark Connect server kept
+running").
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -21,9 +31,19 @@ from pathlib import Path
 
 import pyspark
 
-from chronolake.spark_session import local_spark_conf, pass_on_stderr, worker_python
+from chronolake.spark_session import (
+    local_spark_conf,
+    loopback_settings,
+    pass_on_stderr,
+    worker_python,
+)
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+SERVER_MASTER = "local[*]"
+TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
+"""Where the server reads the token its clients must bring (Spark Connect's
+`spark.connect.authenticate.token` would be on the command line), and where pyspark's client
+looks for one when its URL has none."""
 DEFAULT_PORT = 15002
 START_TIMEOUT_SECONDS = 180.0
 UI_WARM_TIMEOUT_SECONDS = 15.0
@@ -46,23 +66,36 @@ long; a full collection of the server's heap takes about 0.4 s."""
 def server_command(
     port: int, ui_port: int | None = None, *, settings: Mapping[str, str] | None = None
 ) -> list[str]:
-    """`spark-submit` for a Connect server on `port`, with the local session's settings and
-    `RELEASE_SETTINGS` (`settings` override them); with `ui_port`, its Spark UI is on there,
-    where a run counts each stage's Spark jobs (`chronolake.dagster.spark_jobs`)."""
-    conf = {**local_spark_conf(), **RELEASE_SETTINGS, **(settings or {}),
-            "spark.connect.grpc.binding.port": str(port)}
+    """`spark-submit` for a Connect server on `port` of loopback, with the local session's
+    settings, `loopback_settings` and `RELEASE_SETTINGS` (`settings` override them); with
+    `ui_port`, its Spark UI is on there, where a run counts each stage's Spark jobs
+    (`chronolake.dagster.spark_jobs`). The token is not here: see `server_environment`."""
+    conf = {**local_spark_conf(), **loopback_settings(SERVER_MASTER).conf, **RELEASE_SETTINGS,
+            **(settings or {}), "spark.connect.grpc.binding.port": str(port)}
     if ui_port is not None:
         conf |= {"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)}
-    command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", "local[*]"]
+    command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", SERVER_MASTER]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
     return [*command, "--class", SERVER_CLASS, "--name", "chronolake-connect", "spark-internal"]
 
 
-def server_environment() -> dict[str, str]:
-    """This process's environment, with `SPARK_HOME` at the pyspark package's Spark and the
-    Python its workers run (`worker_python`)."""
-    return {**os.environ, **worker_python(), "SPARK_HOME": str(SPARK_HOME)}
+def server_environment(token: str) -> dict[str, str]:
+    """This process's environment, with `SPARK_HOME` at the pyspark package's Spark, the
+    Python its workers run (`worker_python`), the loopback address for its Spark UI
+    (`loopback_settings`) and the `token` its clients must bring (`TOKEN_ENV`)."""
+    return {**os.environ, **worker_python(), **loopback_settings(SERVER_MASTER).environment,
+            "SPARK_HOME": str(SPARK_HOME), TOKEN_ENV: token}
+
+
+def new_token() -> str:
+    """A token for one server: 256 random bits, URL-safe (it goes in an `sc://` URL)."""
+    return secrets.token_urlsafe(32)
+
+
+def without_token(url: str) -> str:
+    """`url` without its parameters (`/;token=...`): what may be printed or logged."""
+    return url.split("/;", 1)[0]
 
 
 def free_port() -> int:
@@ -76,20 +109,21 @@ def free_port() -> int:
 def running_connect_server(
     log: Path, *, settings: Mapping[str, str] | None = None
 ) -> Iterator[str]:
-    """A Connect server on a free local port (`settings` as in `server_command`), its output in
-    `log`; yields its `sc://` URL once it accepts connections, and stops it (its whole process
+    """A Connect server on a free port of loopback (`settings` as in `server_command`), its
+    output in `log`; yields its URL with a token of its own (`sc://localhost:PORT/;token=...`:
+    print `without_token(url)`) once it accepts connections, and stops it (its whole process
     group) on exit."""
-    port, ui_port = free_port(), free_port()
+    port, ui_port, token = free_port(), free_port(), new_token()
     with log.open("wb") as out:
         server = subprocess.Popen(
             server_command(port, ui_port=ui_port, settings=settings), stdout=out,
             stderr=subprocess.STDOUT,
-            env=server_environment(), start_new_session=True,
+            env=server_environment(token), start_new_session=True,
         )
     try:
         _wait_for(server, port, log)
         _warm_ui(ui_port)
-        yield f"sc://localhost:{port}"
+        yield f"sc://localhost:{port}/;token={token}"
     finally:
         stop_process_group(server)
 
@@ -147,12 +181,12 @@ REMOTE_ENV = "CHRONOLAKE_SPARK_REMOTE"
 
 def run_beside_a_server(command: Sequence[str], log: Path) -> int:
     """Run `command` (`dagster dev`) with a warm engine: a local Connect server started first,
-    its address in `CHRONOLAKE_SPARK_REMOTE` for every run the command starts, and stopped
-    once the command ends. Ctrl-C reaches the command, which stops; then the server goes.
-    Returns the command's exit code."""
+    its URL and token in `CHRONOLAKE_SPARK_REMOTE` for every run the command starts (the
+    address printed has no token), and stopped once the command ends. Ctrl-C reaches the
+    command, which stops; then the server goes. Returns the command's exit code."""
     with running_connect_server(log) as url:
-        print(f"chronolake: Spark Connect server at {url}, shared by the runs (log: {log})",
-              file=sys.stderr, flush=True)
+        print(f"chronolake: Spark Connect server at {without_token(url)}, shared by the runs "
+              f"(log: {log})", file=sys.stderr, flush=True)
         process = subprocess.Popen(list(command), env={**os.environ, REMOTE_ENV: url})
         signal.signal(signal.SIGINT, lambda *_: None)  # the terminal sends it to the command
         signal.signal(signal.SIGTERM, lambda *_: process.terminate())
@@ -160,12 +194,27 @@ def run_beside_a_server(command: Sequence[str], log: Path) -> int:
 
 
 def main() -> None:
-    """Run a server in the foreground on the port given (else `DEFAULT_PORT`), its stderr
-    passed on without the JVM's notices (`chronolake.spark_session.JVM_NOTICES`)."""
+    """Run a server in the foreground on the port given (else `DEFAULT_PORT`), serving the
+    clients that bring the token in `TOKEN_ENV`, its stderr passed on without the JVM's
+    notices (`chronolake.spark_session.JVM_NOTICES`).
+
+    The token comes from the environment, not made here: printed, it would stay in the
+    terminal or the service's journal; its clients read it from the same variable.
+    """
     port = int(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_PORT
+    token = os.environ.get(TOKEN_ENV, "")
+    if not token:
+        msg = (
+            f"chronolake.connect_server: no token for the server's clients: {TOKEN_ENV} is "
+            "not set. Export one in this shell and in its clients' (pyspark reads it there "
+            "when the sc:// URL has none), e.g.\n"
+            f"  export {TOKEN_ENV}=\"$(python -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))')\""
+        )
+        sys.exit(msg)
     server = subprocess.Popen(
         server_command(port, ui_port=free_port()), stderr=subprocess.PIPE,
-        env=server_environment(),
+        env=server_environment(token),
     )
     # Ctrl-C reaches the server from the terminal; a TERM sent to this process is passed on.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
@@ -48,6 +48,38 @@ LOCAL_SPARK_CONF: dict[str, str] = {
     "spark.driver.memory": "4g",
     "spark.sql.ansi.enabled": "false",
 }
+
+
+LOOPBACK = "127.0.0.1"
+
+
+class LoopbackSettings(NamedTuple):
+    """The Spark settings and the environment that keep a local JVM's ports on `LOOPBACK`."""
+
+    conf: dict[str, str]
+    environment: dict[str, str]
+
+
+def loopback_settings(master: str | None) -> LoopbackSettings:
+    """What keeps every port a JVM on `master` opens on `LOOPBACK`, when `master` is local
+    (`local`, `local[*]`, `local[4]`); nothing otherwise (`spark://host:7077`, a master left
+    to spark-defaults.conf), since a cluster's executors must reach the driver.
+
+    Spark listens beyond loopback by default: the driver's RPC and block manager on the
+    host's address, a Connect server's gRPC port and the Spark UI on every interface, so
+    anyone who reaches the host could run code as the user. `spark.driver.bindAddress` and
+    `spark.driver.host` hold the first two, `spark.connect.grpc.binding.address` the third
+    (only a Connect server reads it), and the UI reads only `SPARK_LOCAL_IP` from the JVM's
+    environment. Settings given explicitly go after these, so they win.
+    """
+    if master is None or not re.fullmatch(r"local(\[[^\]]*\])?", master.strip()):
+        return LoopbackSettings({}, {})
+    conf = {
+        "spark.driver.bindAddress": LOOPBACK,
+        "spark.driver.host": LOOPBACK,
+        "spark.connect.grpc.binding.address": LOOPBACK,
+    }
+    return LoopbackSettings(conf, {"SPARK_LOCAL_IP": LOOPBACK})
 
 
 JAVA_OPTIONS_ENV = "CHRONOLAKE_SPARK_JAVA_OPTIONS"
@@ -160,7 +192,8 @@ dumps included, and the other two are printed by Java code that no flag silences
 
 def start_spark_driver(conf: Mapping[str, str]) -> None:
     """Start this process's Spark driver with `conf` unless it runs (or `conf` asks for Spark
-    Connect), its stderr passed on without `JVM_NOTICES`.
+    Connect), on loopback when its `spark.master` is local (`loopback_settings`), its stderr
+    passed on without `JVM_NOTICES`.
 
     Where pyspark would start the JVM with the process's stderr, this starts it with a pipe
     that a thread copies to file descriptor 2, so that errors and Python workers' output
@@ -170,14 +203,32 @@ def start_spark_driver(conf: Mapping[str, str]) -> None:
     if SparkContext._gateway is not None or _spark_connect(conf):
         return
     os.environ.update(worker_python())
-    spark_conf = SparkConf().setAll(list(conf.items()))
-    gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
+    loopback = loopback_settings(conf.get("spark.master"))
+    spark_conf = SparkConf().setAll(list({**loopback.conf, **conf}.items()))
+    with _environment(loopback.environment):
+        gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
     if gateway.proc is not None:  # None: a JVM given by PYSPARK_GATEWAY_PORT, not started here
         threading.Thread(
             target=pass_on_stderr, args=(gateway.proc.stderr,), name="spark-driver-stderr",
             daemon=True,
         ).start()
     SparkContext(conf=spark_conf, gateway=gateway)
+
+
+@contextmanager
+def _environment(variables: Mapping[str, str]) -> Iterator[None]:
+    """`variables` in this process's environment meanwhile (for a JVM started then), then as
+    they were: kept, they would reach every later subprocess, a cluster's too."""
+    previous = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def pass_on_stderr(stream: IO[bytes]) -> None:

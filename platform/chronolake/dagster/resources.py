@@ -7,6 +7,7 @@ from typing import Literal
 
 from dagster import ConfigurableResource, InitResourceContext
 from dagster_pyspark import PySparkResource
+from dagster_pyspark.resources import spark_session_from_config
 from dagster_spark.utils import flatten_dict
 from pydantic import Field
 from pyspark.sql import SparkSession
@@ -55,23 +56,47 @@ class LakeResource(ConfigurableResource):
 
 class ChronolakePySparkResource(PySparkResource):
     """dagster-pyspark's resource, its Spark driver started as chronolake starts its own
-    (`chronolake.spark_session.start_spark_driver`: a quiet console)."""
+    (`chronolake.spark_session.start_spark_driver`: a quiet console, on loopback for a local
+    master), or a Spark Connect session at `spark_remote`.
+
+    Example:
+        >>> Definitions(assets=chronolake_assets("demo-lake"),
+        ...             resources={"lake": LakeResource(root="demo-lake"),
+        ...                        "pyspark": ChronolakePySparkResource(
+        ...                            spark_config={}, spark_remote=EnvVar("SPARK_URL"))})
+    """
+
+    spark_remote: str | None = Field(
+        None,
+        description="A Spark Connect URL (sc://localhost:15002/;token=...) to run on instead of "
+        "spark.master. Give it as EnvVar(...): Dagster then shows and stores the variable's "
+        "name, not the token.",
+    )
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         # The resource takes nested settings too, as dagster-pyspark reads them.
-        start_spark_driver(dict(flatten_dict(self.spark_config)))
-        super().setup_for_execution(context)
+        conf = dict(flatten_dict(self.spark_config))
+        if self.spark_remote:
+            conf.pop("spark.master", None)
+            conf["spark.remote"] = self.spark_remote
+        start_spark_driver(conf)
+        self._spark_session = spark_session_from_config(conf)
 
 
-def local_pyspark_resource(extra_conf: dict[str, str] | None = None) -> PySparkResource:
+def local_pyspark_resource(
+    extra_conf: dict[str, str] | None = None, *, remote: str | None = None
+) -> PySparkResource:
     """dagster-pyspark's resource configured for local Spark; point it at a cluster by config.
 
-    `spark.master` (e.g. `spark://host:7077`) or `spark.remote` (Spark Connect,
-    `sc://host:15002`) in `extra_conf` is all it takes to leave the local machine.
+    `spark.master` (e.g. `spark://host:7077`) in `extra_conf`, or `remote` (a Spark Connect
+    URL, `sc://host:15002/;token=...`), is all it takes to leave the local machine. Give
+    `remote` as `EnvVar("CHRONOLAKE_SPARK_REMOTE")`: as `spark.remote` in `extra_conf` (which
+    works too), its token would be in the configuration Dagster shows in its UI and stores
+    with every run.
     """
     conf = {"spark.master": "local[*]", "spark.app.name": "chronolake", **local_spark_conf()}
     if extra_conf:
         conf |= extra_conf
     if "spark.remote" in conf:
         conf.pop("spark.master", None)
-    return ChronolakePySparkResource(spark_config=conf)
+    return ChronolakePySparkResource(spark_config=conf, spark_remote=remote)
