@@ -3,7 +3,8 @@
 The lake root is `CHRONOLAKE_LAKE`, a folder or a URI (default: `demo-lake/` in the repository);
 Spark is local unless `CHRONOLAKE_SPARK_MASTER` or `CHRONOLAKE_SPARK_REMOTE`
 points at a cluster or a Spark Connect server (`sc://localhost:PORT/;token=...`, the token
-read when a run starts, never part of the resource's configuration).
+read when a run starts, never part of the resource's configuration). The lake backend is
+`CHRONOLAKE_BACKEND` (`chronolake.stack`); the local session loads what it and the lake need.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dagster import EnvVar
 from chronolake.connect_server import REMOTE_ENV
 from chronolake.dagster import LakeResource, local_pyspark_resource
 from chronolake.lake.storage import as_location
+from chronolake.stack import chosen_backend
 
 REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
 LAKE_ROOT = as_location(os.environ.get("CHRONOLAKE_LAKE", REPOSITORY_ROOT / "demo-lake"))
@@ -36,6 +38,6 @@ def _remote() -> EnvVar | None:
 
 
 RESOURCES = {
-    "lake": LakeResource(root=str(LAKE_ROOT), backend=os.environ.get("CHRONOLAKE_BACKEND", "auto")),
-    "pyspark": local_pyspark_resource(_spark_conf(), remote=_remote()),
+    "lake": LakeResource(root=str(LAKE_ROOT), backend=chosen_backend()),
+    "pyspark": local_pyspark_resource(_spark_conf(), remote=_remote(), lake=LAKE_ROOT),
 }

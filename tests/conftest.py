@@ -12,6 +12,7 @@ from chronolake.spark_session import local_spark_session
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
+    # CHRONOLAKE_BACKEND=delta-spark: the session loads Delta's pinned jars and extension.
     session = local_spark_session("chronolake-tests")
     yield session
     session.stop()

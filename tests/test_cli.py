@@ -128,8 +128,18 @@ def test_status_fits_80_columns_with_full_names(lake: Path) -> None:
     assert max(len(line.rstrip()) for line in lines) <= 80
     assert "orders_for_the_finance_team " in result.output  # on one line when it fits
     width = lines[0].index("kind")  # a longer name is folded in its column, not cut
-    column = "".join(line[:width].strip() for line in lines[2:])
+    column = "".join(line[:width].strip() for line in lines[2:-1])
     assert column == "".join(catalog.names())
+
+
+def test_status_names_the_lake_backend_runs_use(lake: Path, monkeypatch: pytest.MonkeyPatch
+                                                ) -> None:
+    monkeypatch.delenv("CHRONOLAKE_BACKEND", raising=False)
+    last = _invoke("status", "--lake", str(lake)).output.splitlines()[-1]
+    assert last == "lake backend: delta-rs (auto; CHRONOLAKE_BACKEND=delta-spark runs Delta's own)"
+    monkeypatch.setenv("CHRONOLAKE_BACKEND", "delta-spark")
+    last = _invoke("status", "--lake", str(lake)).output.splitlines()[-1]
+    assert last == "lake backend: delta-spark (CHRONOLAKE_BACKEND)"
 
 
 def test_status_json_is_one_object_per_table(lake: Path) -> None:

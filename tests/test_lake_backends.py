@@ -9,7 +9,7 @@ import pytest
 from deltatables import update_rows, write_commits
 from pyspark.sql import SparkSession
 
-from chronolake.errors import SourceError
+from chronolake.errors import DefinitionError, SourceError
 from chronolake.lake import (
     ARRIVAL_ORDER,
     DeltaRsBackend,
@@ -18,7 +18,7 @@ from chronolake.lake import (
     delta_spark_available,
 )
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.lake_contract]
 
 
 def test_auto_picks_delta_rs_without_delta_jvm_classes(spark: SparkSession) -> None:
@@ -34,7 +34,8 @@ def test_delta_spark_without_its_classes_says_how_to_get_them(spark: SparkSessio
     with pytest.raises(
         SourceError,
         match=r"needs io\.delta\.sql\.DeltaSparkSessionExtension on the Spark classpath.*"
-        r"--packages io\.delta:delta-spark_2\.13.*or use the 'delta-rs' backend",
+        r"CHRONOLAKE_BACKEND=delta-spark.*--packages io\.delta:delta-spark_4\.2_2\.13:4\.4\.0.*"
+        r"or use the 'delta-rs' backend",
     ):
         backend_for(spark, "delta-spark")
 
@@ -54,10 +55,8 @@ def test_a_table_created_anew_at_the_same_path_has_another_id(
 
 def test_delta_spark_backend_reads_like_delta_rs(spark: SparkSession, tmp_path: Path) -> None:
     if not delta_spark_available(spark):
-        pytest.skip(
-            "delta-spark's JVM classes (io.delta.sql.DeltaSparkSessionExtension) are not on "
-            "the Spark classpath; they come from Maven, which this machine cannot reach"
-        )
+        pytest.skip("Delta's JVM classes are not in this session: run with "
+                    "CHRONOLAKE_BACKEND=delta-spark (./dev test runs it so)")
     path = tmp_path / "rates"
     write_commits(path, [[{"currency": "EUR", "rate": 1.0}]])
     update_rows(path, "currency = 'EUR'", {"rate": "2.0"})
@@ -75,3 +74,14 @@ def test_delta_spark_backend_reads_like_delta_rs(spark: SparkSession, tmp_path: 
     assert jvm.append_dataframe(df, out, app_id="run", app_version=1) is not None
     assert jvm.append_dataframe(df, out, app_id="run", app_version=1) is None
     assert jvm.snapshot(out).count() == 1
+
+
+def test_the_backend_switch_is_read_from_the_environment(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHRONOLAKE_BACKEND", "delta-rs")
+    assert backend_for(spark).kind == "delta-rs"
+    monkeypatch.setenv("CHRONOLAKE_BACKEND", "delta_spark")
+    with pytest.raises(DefinitionError, match=r"CHRONOLAKE_BACKEND is 'delta_spark'; expected "
+                       r"one of auto, delta-rs, delta-spark"):
+        backend_for(spark)

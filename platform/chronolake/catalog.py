@@ -76,6 +76,7 @@ from chronolake.sql.view_kinds import (
     plain_source,
     through_view_spec,
 )
+from chronolake.stack import BackendChoice, chosen_backend
 from chronolake.watermarks.assigner import WatermarkAssigner
 
 Spec = TableSpec | ViewSpec
@@ -158,18 +159,18 @@ class Catalog:
         lake: str | os.PathLike[str],
         spark: SparkSession | None = None,
         *,
-        backend: Literal["auto", "delta-rs", "delta-spark"] = "auto",
+        backend: BackendChoice | None = None,
     ) -> None:
         location = as_location(lake)
         self.root = location.resolve() if isinstance(location, Path) else location
         self._spark = spark
-        self._backend_kind = backend
+        self._backend_kind = chosen_backend(backend)
         self._entries = _entries(self.root)
 
     @cached_property
     def spark(self) -> SparkSession:
         """The Spark session; created on first use, so declaring tables needs no JVM."""
-        return self._spark or local_spark_session()
+        return self._spark or local_spark_session(lake=self.root, backend=self._backend_kind)
 
     @cached_property
     def backend(self) -> LakeBackend:

@@ -265,7 +265,9 @@ def dev(dagster_options: tuple[str, ...]) -> None:
     if os.environ.get(REMOTE_ENV) or os.environ.get("CHRONOLAKE_SPARK_MASTER"):
         os.execv(command[0], command)
     home = Path(os.environ.get("DAGSTER_HOME") or tempfile.gettempdir())
-    sys.exit(run_beside_a_server(command, home / "spark-connect-server.log"))
+    # The reference platform's lake (resources/): a bucket's makes the server load S3A.
+    lake = os.environ.get("CHRONOLAKE_LAKE")
+    sys.exit(run_beside_a_server(command, home / "spark-connect-server.log", lake=lake))
 
 
 @main.command()
@@ -385,12 +387,16 @@ def status(lake: str | Path, output_format: str) -> None:
     """Show every table and view: kind, rowtime, watermark, pending rows, last run and, when
     it failed, its error."""
     from chronolake.output import print_status, print_status_json
+    from chronolake.stack import backend_in_use
     from chronolake.status import lake_status
 
     _step().lake = lake
     _require_lake(lake)
     rows = lake_status(lake)
-    (print_status_json if output_format == "json" else print_status)(rows)
+    if output_format == "json":
+        print_status_json(rows)
+    else:
+        print_status(rows, backend_in_use())
 
 
 def _require_lake(lake: str | Path) -> None:

@@ -2,7 +2,8 @@
 
 A run through Spark Connect (`spark.remote`) does its Spark work in a server that outlives
 the run, so runs skip the JVM's start and warm-up. `python -m chronolake.connect_server
-[PORT]` runs one in the foreground (port 15002 by default); the tests and the run-overhead
+[PORT [LAKE]]` runs one in the foreground (port 15002 by default; a LAKE on a bucket loads
+S3A, and `CHRONOLAKE_BACKEND=delta-spark` Delta's jars); the tests and the run-overhead
 benchmark start one on a free port with `running_connect_server`.
 
 The server and every port its JVM opens listen on loopback only
@@ -64,13 +65,19 @@ long; a full collection of the server's heap takes about 0.4 s."""
 
 
 def server_command(
-    port: int, ui_port: int | None = None, *, settings: Mapping[str, str] | None = None
+    port: int,
+    ui_port: int | None = None,
+    *,
+    settings: Mapping[str, str] | None = None,
+    lake: str | os.PathLike[str] | None = None,
 ) -> list[str]:
     """`spark-submit` for a Connect server on `port` of loopback, with the local session's
     settings, `loopback_settings` and `RELEASE_SETTINGS` (`settings` override them); with
     `ui_port`, its Spark UI is on there, where a run counts each stage's Spark jobs
-    (`chronolake.dagster.spark_jobs`). The token is not here: see `server_environment`."""
-    conf = {**local_spark_conf(), **loopback_settings(SERVER_MASTER).conf, **RELEASE_SETTINGS,
+    (`chronolake.dagster.spark_jobs`). With the delta-spark backend or a `lake` on a bucket
+    it loads what they need (`chronolake.stack`). The token is not here: see
+    `server_environment`."""
+    conf = {**local_spark_conf(lake), **loopback_settings(SERVER_MASTER).conf, **RELEASE_SETTINGS,
             **(settings or {}), "spark.connect.grpc.binding.port": str(port)}
     if ui_port is not None:
         conf |= {"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)}
@@ -107,16 +114,19 @@ def free_port() -> int:
 
 @contextmanager
 def running_connect_server(
-    log: Path, *, settings: Mapping[str, str] | None = None
+    log: Path,
+    *,
+    settings: Mapping[str, str] | None = None,
+    lake: str | os.PathLike[str] | None = None,
 ) -> Iterator[str]:
-    """A Connect server on a free port of loopback (`settings` as in `server_command`), its
+    """A Connect server on a free port of loopback (`settings`, `lake` as in `server_command`), its
     output in `log`; yields its URL with a token of its own (`sc://localhost:PORT/;token=...`:
     print `without_token(url)`) once it accepts connections, and stops it (its whole process
     group) on exit."""
     port, ui_port, token = free_port(), free_port(), new_token()
     with log.open("wb") as out:
         server = subprocess.Popen(
-            server_command(port, ui_port=ui_port, settings=settings), stdout=out,
+            server_command(port, ui_port=ui_port, settings=settings, lake=lake), stdout=out,
             stderr=subprocess.STDOUT,
             env=server_environment(token), start_new_session=True,
         )
@@ -179,12 +189,14 @@ REMOTE_ENV = "CHRONOLAKE_SPARK_REMOTE"
 """The Spark Connect address a run's Spark session connects to (`resources/`)."""
 
 
-def run_beside_a_server(command: Sequence[str], log: Path) -> int:
+def run_beside_a_server(
+    command: Sequence[str], log: Path, *, lake: str | os.PathLike[str] | None = None
+) -> int:
     """Run `command` (`dagster dev`) with a warm engine: a local Connect server started first,
     its URL and token in `CHRONOLAKE_SPARK_REMOTE` for every run the command starts (the
     address printed has no token), and stopped once the command ends. Ctrl-C reaches the
     command, which stops; then the server goes. Returns the command's exit code."""
-    with running_connect_server(log) as url:
+    with running_connect_server(log, lake=lake) as url:
         print(f"chronolake: Spark Connect server at {without_token(url)}, shared by the runs "
               f"(log: {log})", file=sys.stderr, flush=True)
         process = subprocess.Popen(list(command), env={**os.environ, REMOTE_ENV: url})
@@ -194,7 +206,8 @@ def run_beside_a_server(command: Sequence[str], log: Path) -> int:
 
 
 def main() -> None:
-    """Run a server in the foreground on the port given (else `DEFAULT_PORT`), serving the
+    """Run a server in the foreground on the port given (else `DEFAULT_PORT`) for the lake
+    given (its location decides whether S3A is loaded), serving the
     clients that bring the token in `TOKEN_ENV`, its stderr passed on without the JVM's
     notices (`chronolake.spark_session.JVM_NOTICES`).
 
@@ -202,6 +215,7 @@ def main() -> None:
     terminal or the service's journal; its clients read it from the same variable.
     """
     port = int(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_PORT
+    lake = sys.argv[2] if len(sys.argv) > 2 else None
     token = os.environ.get(TOKEN_ENV, "")
     if not token:
         msg = (
@@ -213,7 +227,7 @@ def main() -> None:
         )
         sys.exit(msg)
     server = subprocess.Popen(
-        server_command(port, ui_port=free_port()), stderr=subprocess.PIPE,
+        server_command(port, ui_port=free_port(), lake=lake), stderr=subprocess.PIPE,
         env=server_environment(token),
     )
     # Ctrl-C reaches the server from the terminal; a TERM sent to this process is passed on.

@@ -64,9 +64,10 @@ def print_run(result: RunResult) -> None:
         console.print(f"  {name}: {value}")
 
 
-def print_status(rows: list[TableStatus]) -> None:
+def print_status(rows: list[TableStatus], backend: str) -> None:
     """`chronolake status` for people: full names, times on two lines so that the table fits
-    80 columns; the error of each view whose last run failed, below the table."""
+    80 columns; the error of each view whose last run failed, below the table; last, the lake
+    backend a run here uses (`backend`)."""
     console = Console()
     table = Table(box=box.SIMPLE_HEAD, padding=0, show_edge=False)
     for header in ("name", "kind", "rowtime", "watermark", "pending", "last run"):
@@ -87,6 +88,7 @@ def print_status(rows: list[TableStatus]) -> None:
                 f"[red]{row.name}[/]: last run failed at {_time(row.last_error_at, sep=' ')} "
                 f"UTC: {escape(row.last_error)}", highlight=False,
             )
+    console.print(f"lake backend: {backend}", highlight=False)
 
 
 def print_status_json(rows: list[TableStatus]) -> None:

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from chronolake.class_archive import driver_java_options
+from chronolake.stack import stack_settings
 
 
 def worker_python() -> dict[str, str]:
@@ -152,28 +153,37 @@ def logging_java_options() -> str:
     return options
 
 
-def local_spark_conf() -> dict[str, str]:
-    """`LOCAL_SPARK_CONF`, plus the driver's JVM options: `java_options`, the logging's
-    (`logging_java_options`) and those that map Spark's class archive once `./dev` has
-    built it (`chronolake.class_archive`)."""
-    options = " ".join(
-        o for o in (java_options(), logging_java_options(), driver_java_options()) if o
-    )
-    return LOCAL_SPARK_CONF | {"spark.driver.extraJavaOptions": options}
+def local_spark_conf(
+    lake: str | os.PathLike[str] | None = None, *, backend: str | None = None
+) -> dict[str, str]:
+    """`LOCAL_SPARK_CONF`, what the lake backend and a lake at `lake` need
+    (`chronolake.stack.stack_settings`: Delta's jars and extension for delta-spark, S3A for a
+    bucket), plus the driver's JVM options: `java_options`, the logging's
+    (`logging_java_options`) and those that map the class archive of that set of jars once
+    `./dev` has built it (`chronolake.class_archive`)."""
+    stack = stack_settings(lake, backend=backend)
+    archive = driver_java_options(stack.get("spark.jars"))
+    options = " ".join(o for o in (java_options(), logging_java_options(), archive) if o)
+    return LOCAL_SPARK_CONF | stack | {"spark.driver.extraJavaOptions": options}
 
 
 def local_spark_session(
-    app_name: str = "chronolake", *, settings: Mapping[str, str] | None = None
+    app_name: str = "chronolake",
+    *,
+    settings: Mapping[str, str] | None = None,
+    lake: str | os.PathLike[str] | None = None,
+    backend: str | None = None,
 ) -> SparkSession:
-    """The process's Spark session: an active one if any, else a local one on all cores,
-    with `settings` added to chronolake's."""
+    """The process's Spark session: an active one if any, else a local one on all cores
+    with chronolake's settings for `lake` and `backend` (`local_spark_conf`), `settings`
+    added."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     conf = {
         "spark.master": os.environ.get("CHRONOLAKE_SPARK_MASTER", "local[*]"),
         "spark.app.name": app_name,
-        **local_spark_conf(),
+        **local_spark_conf(lake, backend=backend),
         **(settings or {}),
     }
     start_spark_driver(conf)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -84,7 +85,10 @@ class ChronolakePySparkResource(PySparkResource):
 
 
 def local_pyspark_resource(
-    extra_conf: dict[str, str] | None = None, *, remote: str | None = None
+    extra_conf: dict[str, str] | None = None,
+    *,
+    remote: str | None = None,
+    lake: str | os.PathLike[str] | None = None,
 ) -> PySparkResource:
     """dagster-pyspark's resource configured for local Spark; point it at a cluster by config.
 
@@ -92,9 +96,10 @@ def local_pyspark_resource(
     URL, `sc://host:15002/;token=...`), is all it takes to leave the local machine. Give
     `remote` as `EnvVar("CHRONOLAKE_SPARK_REMOTE")`: as `spark.remote` in `extra_conf` (which
     works too), its token would be in the configuration Dagster shows in its UI and stores
-    with every run.
+    with every run. The session loads what the chosen backend and a `lake` on a bucket need
+    (`chronolake.stack`: `CHRONOLAKE_BACKEND=delta-spark` loads Delta's jars).
     """
-    conf = {"spark.master": "local[*]", "spark.app.name": "chronolake", **local_spark_conf()}
+    conf = {"spark.master": "local[*]", "spark.app.name": "chronolake", **local_spark_conf(lake)}
     if extra_conf:
         conf |= extra_conf
     if "spark.remote" in conf:

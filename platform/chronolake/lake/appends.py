@@ -9,6 +9,7 @@ by the same environment as `chronolake.lake.storage`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -24,14 +25,29 @@ def open_or_create(
     location: str | Path, schema: Schema, partition_by: Sequence[str] = (), *,
     enable_cdf: bool = False,
 ) -> DeltaTable:
-    """The Delta table at `location`, created empty with `schema` when there is none."""
+    """The Delta table at `location`, created empty with `schema` when there is none.
+
+    Every column is created nullable, as Delta's own writer creates a table from a frame:
+    Delta counts a NOT NULL column as an invariant, which a table-features protocol must
+    then list, and Delta's reader refuses a table that does not (delta-rs lists none).
+    """
     return DeltaTable.create(
         str(location),
-        schema=schema,
+        schema=Schema.from_json(json.dumps(_nullable(json.loads(schema.to_json())))),
         mode="ignore",
         partition_by=list(partition_by) or None,
         configuration={CDF_PROPERTY: "true"} if enable_cdf else None,
     )
+
+
+def _nullable(node: object) -> object:
+    """A Delta schema's JSON with every field, array element and map value nullable."""
+    if isinstance(node, list):
+        return [_nullable(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    flags = {"nullable", "containsNull", "valueContainsNull"}
+    return {key: True if key in flags else _nullable(value) for key, value in node.items()}
 
 
 def is_committed(table: DeltaTable, app_id: str, app_version: int) -> bool:

@@ -52,6 +52,9 @@ class LogCommit:
     configuration: Mapping[str, str] | None = field(default=None)
     info: Mapping[str, object] = field(default_factory=dict)
     """The commit's `commitInfo` (a derived table's records its watermark there)."""
+    transactions: Mapping[str, int] = field(default_factory=dict)
+    """The application transactions (`txn`: app id to version) the commit records: the
+    attempt token an exactly-once writer checks to know its write committed."""
 
     def files(self, kind: ActionKind) -> list[FileAction]:
         """The commit's data-changing actions of one kind, in log order.
@@ -87,6 +90,7 @@ def parse_commit(version: int, lines: Iterable[str], *, fallback_timestamp_ms: i
     actions: list[FileAction] = []
     configuration: Mapping[str, str] | None = None
     commit_info: Mapping[str, object] = {}
+    transactions: dict[str, int] = {}
     for line in lines:
         if not line.strip():
             continue
@@ -98,6 +102,8 @@ def parse_commit(version: int, lines: Iterable[str], *, fallback_timestamp_ms: i
             operation = str(info.get("operation", operation))
         elif metadata := entry.get("metaData"):
             configuration = dict(metadata.get("configuration") or {})
+        elif txn := entry.get("txn"):
+            transactions[str(txn["appId"])] = int(txn["version"])
         for kind in ActionKind:
             if action := entry.get(kind.value):
                 actions.append(
@@ -109,4 +115,7 @@ def parse_commit(version: int, lines: Iterable[str], *, fallback_timestamp_ms: i
                         deletion_vector=action.get("deletionVector"),
                     )
                 )
-    return LogCommit(version, timestamp_ms, operation, tuple(actions), configuration, commit_info)
+    return LogCommit(
+        version, timestamp_ms, operation, tuple(actions), configuration, commit_info,
+        transactions,
+    )

@@ -34,8 +34,6 @@ from chronolake.lake.deletion_vectors import FEATURE, deleted_rows, enabling_act
 from chronolake.lake.delta_log import (
     ActionKind,
     LogCommit,
-    log_file_name,
-    parse_commit,
 )
 from chronolake.lake.files import (
     DELETED_FILE,
@@ -45,6 +43,7 @@ from chronolake.lake.files import (
     read_tagged_files,
     without_deleted,
 )
+from chronolake.lake.log_reader import log_names, read_commits
 from chronolake.lake.staging import write_staged
 from chronolake.lake.storage import Storage, as_location, missing
 from chronolake.lake.upserts import (
@@ -294,9 +293,9 @@ class DeltaRsBackend(LakeBackend):
         if FEATURE not in (table.protocol().reader_features or []):
             return dict.fromkeys(names)
         wanted, log = set(names), Storage(root)
-        listed = _log_names(log)
+        listed = log_names(log)
         for version in range(table.version(), -1, -1):
-            commit = _read_commits(log, range(version, version + 1), listed).get(version)
+            commit = read_commits(log, range(version, version + 1), listed).get(version)
             if commit is None:  # cleaned up: the checkpoint has the rest
                 found |= _checkpointed_vectors(log, wanted - set(found))
                 break
@@ -344,7 +343,7 @@ class DeltaRsBackend(LakeBackend):
         )
 
     def _read_log(self, path: str | Path, versions: range) -> dict[int, LogCommit]:
-        return _read_commits(Storage(path), versions)
+        return read_commits(Storage(path), versions)
 
     def _missing_files(self, uris: Sequence[str]) -> set[str]:
         return missing(uris)
@@ -397,33 +396,6 @@ def _rows_by_file(deleted: pa.Table, names: Sequence[str]) -> dict[str, BitMap]:
             strict=True,
         )
     }
-
-
-def _read_commits(
-    table: Storage, versions: range, listed: set[str] | None = None
-) -> dict[int, LogCommit]:
-    """The parsed commits of `versions` still in the table's log. On a disk each is one file
-    read; on an object store the log is listed first (`listed`, when the caller has), so that
-    versions cleaned up cost no request: a ranged read is a listing and a GET per commit."""
-    names = listed if listed is not None else _log_names(table)
-    commits: dict[int, LogCommit] = {}
-    for version in versions:
-        name = log_file_name(version)
-        found = None if names is not None and name not in names else table.read_stamped(
-            f"_delta_log/{name}"
-        )
-        if found is not None:
-            text, written_ms = found
-            commits[version] = parse_commit(
-                version, text.splitlines(), fallback_timestamp_ms=written_ms
-            )
-    return commits
-
-
-def _log_names(table: Storage) -> set[str] | None:
-    """The names in an object store's `_delta_log`; None on a disk, where reading a missing
-    commit costs what asking for it would."""
-    return None if isinstance(table.location, Path) else set(table.names("_delta_log"))
 
 
 def _checkpointed_vectors(

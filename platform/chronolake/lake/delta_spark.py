@@ -1,10 +1,11 @@
-"""The JVM backend: Delta's own Spark classes (delta-spark), for clusters that have them.
+"""The JVM backend: Delta Lake's own Spark classes (delta-spark), for sessions that have them.
 
-Used where `io.delta.sql.DeltaSparkSessionExtension` is on the Spark classpath
-(a cluster, Databricks, `--packages io.delta:delta-spark_2.13:<version>`).
-Snapshots and writes go through Delta's data source (so deletion vectors and
-remote storage work); the log is read through Spark too, so changelogs come
-out exactly as with delta-rs.
+Used where `io.delta.sql.DeltaSparkSessionExtension` runs in the session: a cluster,
+Databricks, or a session chronolake started with `CHRONOLAKE_BACKEND=delta-spark`
+(`chronolake.stack` loads the pinned jars). Snapshots and writes go through Delta's data
+source and Delta's SQL (`MERGE INTO`, `DESCRIBE HISTORY`), never through the JVM gateway, so
+the backend works through Spark Connect too; the log is read by the one log reader
+(`chronolake.lake.log_reader`), so changelogs come out exactly as with delta-rs.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -22,22 +22,27 @@ from chronolake.errors import SourceError
 from chronolake.lake.backend import LakeBackend, TableMetadata
 from chronolake.lake.changelog import POSITION
 from chronolake.lake.deletion_vectors import ENABLE_PROPERTY
-from chronolake.lake.delta_log import CDF_PROPERTY, LogCommit, log_file_name, parse_commit
+from chronolake.lake.delta_log import CDF_PROPERTY, LogCommit
 from chronolake.lake.files import POSITION_STRIDE, file_name
+from chronolake.lake.log_reader import read_commits
+from chronolake.lake.storage import Storage, as_location, missing
 from chronolake.lake.upserts import RETRACTED, last_changes
 from chronolake.spark_session import join_local, session_settings
+from chronolake.stack import DELTA_EXTENSION
 
-DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 _FILE, _ROW, _RANK = "__chronolake_file", "__chronolake_row", "__chronolake_rank"
 
 
 def delta_spark_available(spark: SparkSession) -> bool:
-    """Whether the session runs Delta's extension and its classes load in the JVM."""
+    """Whether the session runs Delta's extension: its settings name it and, in a classic
+    session, its class loads in the JVM (a Connect server that names it has loaded it)."""
     if DELTA_EXTENSION not in (spark.conf.get("spark.sql.extensions", "") or ""):
         return False
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:  # Spark Connect: the server started with the extension
+        return True
     try:
-        loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()  # type: ignore[union-attr]
-        loader.loadClass(DELTA_EXTENSION)
+        jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(DELTA_EXTENSION)
     except Exception:  # py4j surfaces ClassNotFoundException as a generic error
         return False
     return True
@@ -48,12 +53,12 @@ class DeltaSparkBackend(LakeBackend):
 
     Example:
         >>> spark = (SparkSession.builder
-        ...     .config("spark.jars.packages", "io.delta:delta-spark_2.13:4.0.0")
+        ...     .config("spark.jars.packages", "io.delta:delta-spark_4.2_2.13:4.4.0")
         ...     .config("spark.sql.extensions", DELTA_EXTENSION)
         ...     .config("spark.sql.catalog.spark_catalog",
         ...             "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         ...     .getOrCreate())
-        >>> DeltaSparkBackend(spark).snapshot("s3://lake/rates", 3)
+        >>> DeltaSparkBackend(spark).snapshot("s3a://lake/rates", 3)
     """
 
     kind = "delta-spark"
@@ -62,27 +67,31 @@ class DeltaSparkBackend(LakeBackend):
         if not delta_spark_available(spark):
             msg = (
                 f"the delta-spark backend needs {DELTA_EXTENSION} on the Spark classpath and in "
-                "spark.sql.extensions, and this session has neither; start Spark with "
-                "--packages io.delta:delta-spark_2.13:<version> and spark.sql.extensions="
-                f"{DELTA_EXTENSION}, or use the 'delta-rs' backend (no JVM jars needed)"
+                "spark.sql.extensions, and this session has neither; let chronolake start the "
+                "session with CHRONOLAKE_BACKEND=delta-spark (it loads Delta's pinned jars), "
+                "or start Spark with --packages io.delta:delta-spark_4.2_2.13:4.4.0 and "
+                f"spark.sql.extensions={DELTA_EXTENSION}, or use the 'delta-rs' backend "
+                "(no JVM jars needed)"
             )
             raise SourceError(msg)
         super().__init__(spark)
 
     def is_delta_table(self, path: str | Path) -> bool:
-        return DeltaTable.isDeltaTable(self.spark, str(path))
+        # A commit or a checkpoint in the log: what Delta's own check looks for.
+        return any(name.endswith((".json", ".parquet"))
+                   for name in Storage(path).names("_delta_log"))
 
     def latest_version(self, path: str | Path) -> int:
         self._require_table(path)
         # One history row: metadata-sized.
-        row = DeltaTable.forPath(self.spark, str(path)).history(1).select("version").first()
-        return int(row[0]) if row else 0
+        row = self.spark.sql(f"DESCRIBE HISTORY {_sql_table(path)} LIMIT 1").first()
+        return int(row["version"]) if row else 0
 
     def table_id(self, path: str | Path) -> str:
         self._require_table(path)
-        row = DeltaTable.forPath(self.spark, str(path)).detail().select("id").first()
+        row = self.spark.sql(f"DESCRIBE DETAIL {_sql_table(path)}").first()
         assert row is not None, "DESCRIBE DETAIL has one row"
-        return str(row[0])
+        return str(row["id"])
 
     def snapshot(self, path: str | Path, version: int | None = None) -> DataFrame:
         self._require_table(path)
@@ -120,7 +129,8 @@ class DeltaSparkBackend(LakeBackend):
         commit_info: Mapping[str, str] | None = None,
     ) -> int | None:
         """Delta's idempotent write (`txnAppId`/`txnVersion`): Delta itself skips a
-        transaction it has seen, which shows as an unchanged latest version."""
+        transaction it has seen; the commit that records this attempt's transaction says the
+        write committed (`_committed_version`)."""
         self._create_if_missing(df.schema, path, partition_by, enable_cdf=enable_cdf)
         before = self.latest_version(path)
         (
@@ -131,8 +141,7 @@ class DeltaSparkBackend(LakeBackend):
             .option("userMetadata", json.dumps(dict(commit_info or {})))
             .save(str(path))
         )
-        after = self.latest_version(path)
-        return None if after == before else after
+        return self._committed_version(path, before, app_id, app_version)
 
     def overwrite_dataframe(
         self,
@@ -149,17 +158,33 @@ class DeltaSparkBackend(LakeBackend):
         writer.partitionBy(*partition_by).save(str(path))
         return self.latest_version(path)
 
+    def _committed_version(
+        self, path: str | Path, before: int, app_id: str, app_version: int
+    ) -> int | None:
+        """The version of the commit after `before` that records the application transaction
+        (`app_id`, `app_version`): this attempt's token. None when no commit does, as when
+        Delta skipped a transaction it had seen, whatever else moved the table meanwhile."""
+        after = self.latest_version(path)
+        commits = read_commits(Storage(path), range(before + 1, after + 1))
+        return next((version for version, commit in sorted(commits.items())
+                     if commit.transactions.get(app_id) == app_version), None)
+
     def _create_if_missing(
         self, schema: StructType, path: str | Path, partition_by: Sequence[str], *,
         enable_cdf: bool, deletion_vectors: bool = False,
     ) -> None:
-        builder = DeltaTable.createIfNotExists(self.spark).location(str(path))
-        builder = builder.addColumns(schema).partitionedBy(*partition_by)
-        if enable_cdf:
-            builder = builder.property(CDF_PROPERTY, "true")
-        if deletion_vectors:  # MERGE marks updated rows deleted instead of rewriting files
-            builder = builder.property(ENABLE_PROPERTY, "true")
-        builder.execute()
+        if self.is_delta_table(path):
+            return
+        columns = ", ".join(f"{_quoted(f.name)} {f.dataType.simpleString()}" for f in schema)
+        properties = {CDF_PROPERTY: enable_cdf, ENABLE_PROPERTY: deletion_vectors}
+        # Deletion vectors: MERGE marks updated rows deleted instead of rewriting files.
+        listed = ", ".join(f"'{name}' = 'true'" for name, on in properties.items() if on)
+        partitioned = (f" PARTITIONED BY ({', '.join(map(_quoted, partition_by))})"
+                       if partition_by else "")
+        self.spark.sql(
+            f"CREATE TABLE IF NOT EXISTS {_sql_table(path)} ({columns}) USING delta"
+            f"{partitioned}{f' TBLPROPERTIES ({listed})' if listed else ''}"
+        )
 
     def commit_changes(
         self,
@@ -174,38 +199,39 @@ class DeltaSparkBackend(LakeBackend):
     ) -> int | None:
         """Delta's MERGE applies each key's last change (delete, update or insert) and, with
         the change data feed on, writes the change data itself; the application transaction
-        and the commit info ride on Delta's SQL settings for idempotent DML."""
+        and the commit info ride on Delta's SQL settings for idempotent DML. MERGE in SQL over
+        the frame, so a Connect session needs no Delta plugin."""
         last = last_changes(changes, key)
         columns = [c for c in last.columns if c != RETRACTED]
         self._create_if_missing(
             last.select(*columns).schema, path, (), enable_cdf=True, deletion_vectors=True
         )
         before = self.latest_version(path)
-        matched = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in key)
+        matched = " AND ".join(f"t.{_quoted(k)} <=> s.{_quoted(k)}" for k in key)
+        names = ", ".join(map(_quoted, columns))
+        assigned = ", ".join(f"{_quoted(c)} = s.{_quoted(c)}" for c in columns)
+        values = ", ".join(f"s.{_quoted(c)}" for c in columns)
+        retracted = f"s.{_quoted(RETRACTED)}"
+        merge = (
+            f"MERGE INTO {_sql_table(path)} AS t USING {{changes}} AS s ON {matched} "
+            f"WHEN MATCHED AND {retracted} THEN DELETE "
+            f"WHEN MATCHED THEN UPDATE SET {assigned} "
+            f"WHEN NOT MATCHED AND NOT {retracted} THEN INSERT ({names}) VALUES ({values})"
+        )
         with session_settings(self.spark, {
             "spark.databricks.delta.write.txnAppId": app_id,
             "spark.databricks.delta.write.txnVersion": str(app_version),
             "spark.databricks.delta.commitInfo.userMetadata": json.dumps(dict(commit_info or {})),
         }):
-            (
-                DeltaTable.forPath(self.spark, str(path)).alias("t")
-                .merge(last.alias("s"), matched)
-                .whenMatchedDelete(condition=f"s.`{RETRACTED}`")
-                .whenMatchedUpdate(set={f"`{c}`": f"s.`{c}`" for c in columns})
-                .whenNotMatchedInsert(
-                    condition=f"NOT s.`{RETRACTED}`",
-                    values={f"`{c}`": f"s.`{c}`" for c in columns},
-                )
-                .execute()
-            )
-        after = self.latest_version(path)
-        return None if after == before else after
+            self.spark.sql(merge.replace("{", "{{").replace("}", "}}").replace(
+                "{{changes}}", "{changes}"), changes=last)
+        return self._committed_version(path, before, app_id, app_version)
 
     def _table_metadata(self, path: str | Path, version: int) -> TableMetadata:
         schema = self.snapshot(path, version).schema
         # DESCRIBE DETAIL knows only the latest version's partitioning and properties;
         # metadata changes inside a read range still come from the log (see `changes`).
-        detail = DeltaTable.forPath(self.spark, str(path)).detail()
+        detail = self.spark.sql(f"DESCRIBE DETAIL {_sql_table(path)}")
         # DESCRIBE DETAIL is one row of table metadata.
         (row,) = detail.select("partitionColumns", "properties").collect()
         return TableMetadata(
@@ -215,43 +241,20 @@ class DeltaSparkBackend(LakeBackend):
         )
 
     def _read_log(self, path: str | Path, versions: range) -> dict[int, LogCommit]:
-        uris = {f"{self._table_uri(path)}/_delta_log/{log_file_name(v)}": v for v in versions}
-        missing = self._missing_files(list(uris))
-        present = [uri for uri in uris if uri not in missing]
-        if not present:
-            return {}
-        # The Delta log's JSON lines, not table data: metadata-sized, parsed on the driver.
-        rows = (
-            self.spark.read.text(present)
-            .select(
-                F.col("_metadata.file_name").alias("name"),
-                F.col("_metadata.file_modification_time").alias("mtime"),
-                "value",
-            )
-            .collect()
-        )
-        by_name = {uri.rsplit("/", 1)[-1]: v for uri, v in uris.items()}
-        lines: dict[int, list[str]] = {}
-        mtimes: dict[int, int] = {}
-        for row in rows:
-            version = by_name[row["name"]]
-            lines.setdefault(version, []).append(row["value"])
-            mtimes[version] = int(row["mtime"].timestamp() * 1000)
-        return {
-            v: parse_commit(v, lines[v], fallback_timestamp_ms=mtimes[v]) for v in sorted(lines)
-        }
+        return read_commits(Storage(path), versions)
 
     def _missing_files(self, uris: Sequence[str]) -> set[str]:
-        # One existence check per file through Hadoop's FileSystem: metadata-sized.
-        jvm = self.spark._jvm  # type: ignore[attr-defined]
-        conf = self.spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
-        missing = set()
-        for uri in uris:
-            hadoop_path = jvm.org.apache.hadoop.fs.Path(uri)
-            if not hadoop_path.getFileSystem(conf).exists(hadoop_path):
-                missing.add(uri)
-        return missing
+        return missing(uris)
 
     def _table_uri(self, path: str | Path) -> str:
-        return str(path).rstrip("/")
+        return str(as_location(path))
+
+
+def _sql_table(path: str | Path) -> str:
+    """The table at `path` as Delta's SQL names it: delta.`<location>`."""
+    return f"delta.{_quoted(str(as_location(path)))}"
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 

@@ -1,0 +1,106 @@
+"""What a Spark session that chronolake starts loads besides Spark: the one owner of the
+backend switch, Delta's JVM settings and the S3A settings.
+
+`CHRONOLAKE_BACKEND` (`auto` | `delta-rs` | `delta-spark`) is read here and nowhere else. With
+`delta-spark`, the sessions chronolake starts (local, the Dagster resource's, its Connect
+server) load Delta's pinned jars (`chronolake.jars`) and its extension and catalog, so Delta's
+JVM writer commits what chronolake writes through Spark. With a lake on `s3://`, they load
+S3A and translate the standard AWS environment that obstore and delta-rs read
+(`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ALLOW_HTTP`) into `spark.hadoop.fs.s3a.*`, since S3A
+reads none of it. A session the user brings keeps its own settings.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Literal, get_args
+from urllib.parse import urlparse
+
+from chronolake.errors import DefinitionError
+from chronolake.jars import JarSet, jar_paths
+
+BackendChoice = Literal["auto", "delta-rs", "delta-spark"]
+BACKEND_ENV = "CHRONOLAKE_BACKEND"
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_SETTINGS: Mapping[str, str] = {
+    "spark.sql.extensions": DELTA_EXTENSION,
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # Delta rebuilds a new version's state (file list, sizes) in 50 tasks by default, each
+    # generating its code: on a 2-core local session an append and a read of a small table
+    # took 4-5 s, with 2 tasks 1.7 s (benchmarks/README.md, delta-spark).
+    "spark.databricks.delta.snapshotPartitions": "2",
+}
+"""What Delta Lake's documentation sets on a session, besides its jars, and the size of its
+state reconstruction for a local session."""
+
+S3_SCHEMES = ("s3", "s3a")
+S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+
+
+def chosen_backend(explicit: str | None = None) -> BackendChoice:
+    """The backend asked for: `explicit` when given, else `CHRONOLAKE_BACKEND`, else `auto`."""
+    choice = explicit if explicit is not None else os.environ.get(BACKEND_ENV) or "auto"
+    if choice not in get_args(BackendChoice):
+        where = "the backend" if explicit is not None else BACKEND_ENV
+        msg = (f"{where} is {choice!r}; expected one of auto, delta-rs, delta-spark; "
+               "auto takes delta-spark when the session has Delta's extension")
+        raise DefinitionError(msg)
+    return choice  # type: ignore[return-value]  # checked against the Literal above
+
+
+def backend_in_use() -> str:
+    """The backend of the sessions that chronolake starts, for people: under `auto` that is
+    delta-rs, since such a session loads Delta's jars only when delta-spark is chosen."""
+    choice = chosen_backend()
+    if choice == "auto":
+        return f"delta-rs (auto; {BACKEND_ENV}=delta-spark runs Delta's own)"
+    return f"{choice} ({BACKEND_ENV})"
+
+
+def on_object_store(lake: str | os.PathLike[str] | None) -> bool:
+    """Whether `lake` is an S3 URI, which Spark reads through S3A."""
+    return lake is not None and urlparse(os.fspath(lake)).scheme in S3_SCHEMES
+
+
+def stack_settings(
+    lake: str | os.PathLike[str] | None = None, *, backend: str | None = None
+) -> dict[str, str]:
+    """The Spark settings a session that chronolake starts needs for `backend` (see
+    `chosen_backend`) and a lake at `lake`: pinned jars (fetched once), Delta's extension,
+    and S3A's translation of the AWS environment."""
+    sets = [JarSet.DELTA_SPARK] if chosen_backend(backend) == "delta-spark" else []
+    settings: dict[str, str] = {}
+    if sets:
+        settings |= DELTA_SETTINGS
+    if on_object_store(lake):
+        sets.append(JarSet.S3A)
+        settings |= s3a_settings(os.environ)
+    if sets:
+        settings["spark.jars"] = ",".join(str(path) for path in jar_paths(sets))
+    return settings
+
+
+def s3a_settings(environment: Mapping[str, str]) -> dict[str, str]:
+    """S3A configured as obstore and delta-rs are by `environment`: `s3://` served by S3A too,
+    the endpoint, path-style requests unless virtual-hosted ones are asked for, plain HTTP
+    where allowed, and the region. Credentials stay in the environment, where S3A's default
+    provider chain reads them (settings would show in Spark's UI)."""
+    settings = {
+        "spark.hadoop.fs.s3.impl": S3A_FILESYSTEM,
+        "spark.hadoop.fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
+    }
+    endpoint = environment.get("AWS_ENDPOINT_URL_S3") or environment.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        settings["spark.hadoop.fs.s3a.endpoint"] = endpoint
+        virtual_hosted = environment.get("AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "").lower()
+        settings["spark.hadoop.fs.s3a.path.style.access"] = str(
+            virtual_hosted != "true").lower()
+        if environment.get("AWS_ALLOW_HTTP", "").lower() == "true" or endpoint.startswith(
+            "http://"
+        ):
+            settings["spark.hadoop.fs.s3a.connection.ssl.enabled"] = "false"
+    if region := environment.get("AWS_REGION") or environment.get("AWS_DEFAULT_REGION"):
+        settings["spark.hadoop.fs.s3a.endpoint.region"] = region
+    return settings

@@ -1,0 +1,175 @@
+"""Delta Lake's own implementation judges chronolake's Delta tables, and chronolake reads
+what Delta's own writer writes.
+
+These need Delta's JVM classes in the session: they run in the delta-spark process of
+`./dev test` (`CHRONOLAKE_BACKEND=delta-spark pytest -m lake_contract`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from _orders_and_rates import ORDERS_AND_RATES
+from deltatables import delete_rows, update_rows, write_commits
+from pyspark.sql import DataFrame, SparkSession
+
+from chronolake import Catalog
+from chronolake.lake import ARRIVAL_ORDER, DeltaRsBackend, DeltaSparkBackend, delta_spark_available
+from chronolake.runtime.derived import DerivedTable
+
+pytestmark = [pytest.mark.spark, pytest.mark.lake_contract]
+
+BASE = datetime(2026, 11, 2, 9, 0)
+
+PIPELINE = ORDERS_AND_RATES + """
+CREATE VIEW enriched AS
+SELECT o.order_id, o.currency, o.amount, o.order_time, r.rate, o.amount * r.rate AS usd
+FROM orders AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r
+ON o.currency = r.currency;
+CREATE VIEW per_currency AS
+SELECT window_start, window_end, currency, COUNT(*) AS orders, SUM(usd) AS usd
+FROM TABLE(TUMBLE(TABLE enriched, DESCRIPTOR(order_time), INTERVAL '10' MINUTES))
+GROUP BY window_start, window_end, currency;
+"""
+
+
+@pytest.fixture(autouse=True)
+def _needs_delta(spark: SparkSession) -> None:
+    if not delta_spark_available(spark):
+        pytest.skip("Delta's JVM classes are not in this session: run with "
+                    "CHRONOLAKE_BACKEND=delta-spark (./dev test runs it so)")
+
+
+def _at(minutes: float) -> datetime:
+    return BASE + timedelta(minutes=minutes)
+
+
+def _order(order_id: int, amount: int, minutes: float, currency: str = "EUR") -> dict:
+    return {"order_id": order_id, "currency": currency, "amount": amount,
+            "order_time": _at(minutes)}
+
+
+def _rate(currency: str, rate: int, minutes: float) -> dict:
+    return {"currency": currency, "rate": rate, "currency_time": _at(minutes)}
+
+
+def _same_rows(left: DataFrame, right: DataFrame) -> bool:
+    return left.exceptAll(right).isEmpty() and right.exceptAll(left).isEmpty()
+
+
+def _delta_tables(root: Path) -> list[Path]:
+    return sorted(log.parent for log in root.rglob("_delta_log") if any(log.glob("*.json")))
+
+
+def _run_pipeline(catalog: Catalog, lake: Path) -> None:
+    """Orders, rates, a correction, a cancellation and a late rate: every table chronolake
+    writes gets commits (outputs with change data, late rows, state)."""
+    catalog.declare(PIPELINE)
+    write_commits(lake / "rates", [[_rate("EUR", 2, 0), _rate("USD", 1, 0)]])
+    write_commits(lake / "orders", [[_order(i, 10 * i, i) for i in range(1, 9)]])
+    write_commits(lake / "rates", [[_rate("EUR", 3, 30), _rate("USD", 1, 30)]])
+    for view in ("enriched", "per_currency"):
+        DerivedTable(catalog, view).run()
+    update_rows(lake / "orders", "order_id = 2", {"amount": "99"})
+    delete_rows(lake / "orders", "order_id = 3")
+    write_commits(lake / "orders", [[_order(20, 5, 35)]])
+    write_commits(lake / "rates", [[_rate("EUR", 4, 45), _rate("USD", 1, 45)]])
+    for view in ("enriched", "per_currency"):
+        DerivedTable(catalog, view).run()
+
+
+def test_delta_reads_every_table_chronolake_writes_with_delta_rs(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Outputs, late rows and state written by the embedded backend: Delta's reader returns
+    the rows delta-rs's reader does, table by table."""
+    catalog = Catalog(tmp_path, spark, backend="delta-rs")
+    _run_pipeline(catalog, tmp_path)
+    tables = _delta_tables(tmp_path / "_chronolake")
+    assert len(tables) >= 4, tables  # two outputs and their state at least
+    embedded = DeltaRsBackend(spark)
+    for table in tables:
+        by_delta = spark.read.format("delta").load(str(table))
+        assert _same_rows(by_delta, embedded.snapshot(table)), table
+
+
+def test_delta_change_feed_reads_the_row_kinds_chronolake_wrote(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The correction is `update_preimage`/`update_postimage` and the cancellation `delete`
+    in Delta's own change-feed reader, as chronolake wrote them (`-U`/`+U`/`-D`)."""
+    catalog = Catalog(tmp_path, spark, backend="delta-rs")
+    _run_pipeline(catalog, tmp_path)
+    output = tmp_path / "_chronolake" / "views" / "enriched"
+    feed = (spark.read.format("delta").option("readChangeFeed", "true")
+            .option("startingVersion", 0).load(str(output)))
+    kinds = {(r["order_id"], r["_change_type"]) for r in
+             feed.select("order_id", "_change_type").collect()}
+    assert {(2, "update_preimage"), (2, "update_postimage"), (3, "delete")} <= kinds
+    ours = DeltaRsBackend(spark).changes(output, 0)
+    theirs = feed.selectExpr(
+        *[f"`{c}`" for c in ours.columns if not c.startswith("_")],
+        "CASE _change_type WHEN 'insert' THEN '+I' WHEN 'update_preimage' THEN '-U' "
+        "WHEN 'update_postimage' THEN '+U' ELSE '-D' END AS _row_kind",
+        "_commit_version",
+    )
+    assert _same_rows(ours.select(*theirs.columns), theirs)
+
+
+def test_delta_spark_commits_every_table_chronolake_writes_through_spark(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """With delta-spark chosen, Delta's JVM writer commits outputs, late rows and state, and
+    the outputs equal the embedded backend's row for row."""
+    jvm_lake, embedded_lake = tmp_path / "jvm", tmp_path / "embedded"
+    _run_pipeline(Catalog(jvm_lake, spark, backend="delta-spark"), jvm_lake)
+    _run_pipeline(Catalog(embedded_lake, spark, backend="delta-rs"), embedded_lake)
+    jvm = DeltaSparkBackend(spark)
+    for table in _delta_tables(jvm_lake / "_chronolake"):
+        engine = jvm.commit_infos(table, 0, 0)[0].get("engineInfo", "")
+        assert str(engine).startswith("Apache-Spark/") and "Delta-Lake/4.4" in str(engine), (
+            table, engine)
+    for view in ("enriched", "per_currency"):
+        output = Path("_chronolake") / "views" / view
+        mine = jvm.snapshot(jvm_lake / output)
+        assert _same_rows(mine, DeltaRsBackend(spark).snapshot(embedded_lake / output)), view
+
+
+def test_chronolake_reads_sources_delta_wrote_with_merge_deletion_vectors_and_optimize(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A CDC source kept by Delta itself: MERGE with deletion vectors, OPTIMIZE and VACUUM,
+    read through both backends as the changelog Delta's own change feed reports."""
+    path = str(tmp_path / "rates")
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (currency STRING, rate BIGINT, currency_time TIMESTAMP) "
+        "USING delta TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true', "
+        "'delta.enableDeletionVectors' = 'true')"
+    )
+    nine = "TIMESTAMP'2026-11-02 09:00:00'"
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES ('EUR', 2, {nine}), ('USD', 1, {nine}), "
+              f"('GBP', 3, {nine})")
+    spark.sql(
+        f"MERGE INTO delta.`{path}` t USING (SELECT 'EUR' AS currency, 5L AS rate, "
+        "TIMESTAMP'2026-11-02 09:10:00' AS currency_time UNION ALL SELECT 'JPY', 7L, "
+        "TIMESTAMP'2026-11-02 09:10:00') s ON t.currency = s.currency "
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE currency = 'GBP'")
+    spark.sql(f"OPTIMIZE delta.`{path}`")
+    expected = (spark.read.format("delta").option("readChangeFeed", "true")
+                .option("startingVersion", 0).load(path)
+                .selectExpr("currency", "rate", "_change_type", "_commit_version"))
+    kinds = {"+I": "insert", "-U": "update_preimage", "+U": "update_postimage", "-D": "delete"}
+    for backend in (DeltaRsBackend(spark), DeltaSparkBackend(spark)):
+        read = backend.changes(path, 0).orderBy(*ARRIVAL_ORDER)
+        ours = read.selectExpr(
+            "currency", "rate",
+            "CASE _row_kind " + " ".join(f"WHEN '{k}' THEN '{v}'" for k, v in kinds.items())
+            + " END AS _change_type", "_commit_version",
+        )
+        assert _same_rows(ours, expected), backend.kind
+        assert _same_rows(backend.snapshot(path),
+                          spark.read.format("delta").load(path)), backend.kind
