@@ -80,14 +80,22 @@ def _run_pipeline(catalog: Catalog, lake: Path) -> None:
         DerivedTable(catalog, view).run()
 
 
+@pytest.fixture(scope="module")
+def embedded_lake(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pipeline run on the embedded backend, whose tables Delta then judges."""
+    if not delta_spark_available(spark):
+        pytest.skip("Delta's JVM classes are not in this session")
+    lake = tmp_path_factory.mktemp("embedded")
+    _run_pipeline(Catalog(lake, spark, backend="delta-rs"), lake)
+    return lake
+
+
 def test_delta_reads_every_table_chronolake_writes_with_delta_rs(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, embedded_lake: Path
 ) -> None:
     """Outputs, late rows and state written by the embedded backend: Delta's reader returns
     the rows delta-rs's reader does, table by table."""
-    catalog = Catalog(tmp_path, spark, backend="delta-rs")
-    _run_pipeline(catalog, tmp_path)
-    tables = _delta_tables(tmp_path / "_chronolake")
+    tables = _delta_tables(embedded_lake / "_chronolake")
     assert len(tables) >= 4, tables  # two outputs and their state at least
     embedded = DeltaRsBackend(spark)
     for table in tables:
@@ -96,13 +104,11 @@ def test_delta_reads_every_table_chronolake_writes_with_delta_rs(
 
 
 def test_delta_change_feed_reads_the_row_kinds_chronolake_wrote(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, embedded_lake: Path
 ) -> None:
     """The correction is `update_preimage`/`update_postimage` and the cancellation `delete`
     in Delta's own change-feed reader, as chronolake wrote them (`-U`/`+U`/`-D`)."""
-    catalog = Catalog(tmp_path, spark, backend="delta-rs")
-    _run_pipeline(catalog, tmp_path)
-    output = tmp_path / "_chronolake" / "views" / "enriched"
+    output = embedded_lake / "_chronolake" / "views" / "enriched"
     feed = (spark.read.format("delta").option("readChangeFeed", "true")
             .option("startingVersion", 0).load(str(output)))
     kinds = {(r["order_id"], r["_change_type"]) for r in
@@ -119,13 +125,12 @@ def test_delta_change_feed_reads_the_row_kinds_chronolake_wrote(
 
 
 def test_delta_spark_commits_every_table_chronolake_writes_through_spark(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, embedded_lake: Path, tmp_path: Path
 ) -> None:
     """With delta-spark chosen, Delta's JVM writer commits outputs, late rows and state, and
     the outputs equal the embedded backend's row for row."""
-    jvm_lake, embedded_lake = tmp_path / "jvm", tmp_path / "embedded"
+    jvm_lake = tmp_path / "jvm"
     _run_pipeline(Catalog(jvm_lake, spark, backend="delta-spark"), jvm_lake)
-    _run_pipeline(Catalog(embedded_lake, spark, backend="delta-rs"), embedded_lake)
     jvm = DeltaSparkBackend(spark)
     for table in _delta_tables(jvm_lake / "_chronolake"):
         engine = jvm.commit_infos(table, 0, 0)[0].get("engineInfo", "")

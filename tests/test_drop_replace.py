@@ -25,6 +25,7 @@ from pyspark.sql import SparkSession
 from chronolake import Catalog
 from chronolake.catalog import Dropped
 from chronolake.errors import DefinitionError, RunError
+from chronolake.lake import table_row_count
 from chronolake.lake.layout import (
     CATALOG_ROOT,
     lock_dir,
@@ -88,12 +89,13 @@ def _versions(root: Path) -> tuple[int, int]:
 # --- DROP VIEW / DROP TABLE ---------------------------------------------------------------
 
 
+@pytest.mark.lake_contract
 @pytest.mark.slow
 def test_dropping_a_view_removes_its_registration_output_late_rows_and_state(
     lake: Catalog,
 ) -> None:
     root = lake.root
-    rows = DeltaTable(str(output_path(root, "enriched"))).to_pyarrow_table().num_rows
+    rows = table_row_count(output_path(root, "enriched"))
     assert all((root / key).exists() for key in view_data_keys("enriched"))
     sources = _versions(root)
 
@@ -277,9 +279,10 @@ def test_create_of_a_taken_name_is_refused_unless_it_says_if_not_exists_or_or_re
     assert materialize_view(lake, "enriched").status is RunStatus.UP_TO_DATE
 
 
+@pytest.mark.lake_contract
 @pytest.mark.slow
 def test_create_or_replace_view_resets_its_output_and_state(lake: Catalog) -> None:
-    rows = DeltaTable(str(output_path(lake.root, "enriched"))).to_pyarrow_table().num_rows
+    rows = table_row_count(output_path(lake.root, "enriched"))
     replace = ENRICHED_WITHOUT_USD.replace("CREATE VIEW", "CREATE OR REPLACE VIEW")
 
     [(_, replaced)] = list(lake.run_script(replace))

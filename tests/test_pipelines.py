@@ -82,6 +82,7 @@ def _commit_info(path: Path, version: int) -> dict:
     return next(entry["commitInfo"] for entry in entries if "commitInfo" in entry)
 
 
+@pytest.mark.lake_contract
 def test_probe_updates_and_deletes_flow_into_the_output_changelog(lake: Catalog) -> None:
     root = lake.root
     write_commits(root / "rates", [[_rate("EUR", 3, 30)]])
@@ -159,6 +160,7 @@ def test_a_view_that_drops_the_key_its_updates_need_is_refused(lake: Catalog) ->
     assert (spec.primary_key, spec.rowtime, spec.updating) == (("order_id",), "order_time", True)
 
 
+@pytest.mark.lake_contract
 def test_a_window_aggregates_a_temporal_joins_output(lake: Catalog) -> None:
     lake.execute(
         "CREATE VIEW hourly AS SELECT window_start, window_end, window_time, currency, "

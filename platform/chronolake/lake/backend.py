@@ -91,6 +91,11 @@ class LakeBackend(ABC):
     """
 
     kind: ClassVar[BackendKind]
+    stages_output_files: ClassVar[bool]
+    """Whether Spark writes an output's files into a staging folder that the backend then
+    moves into the table and commits (delta-rs), or Delta's writer writes them into the table
+    and commits them itself (delta-spark): only the former passes the `in_staging` fault
+    point."""
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark

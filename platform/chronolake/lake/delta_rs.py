@@ -66,6 +66,7 @@ class DeltaRsBackend(LakeBackend):
     """
 
     kind = "delta-rs"
+    stages_output_files = True
 
     def is_delta_table(self, path: str | Path) -> bool:
         return DeltaTable.is_deltatable(str(path))

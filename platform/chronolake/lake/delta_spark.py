@@ -62,6 +62,7 @@ class DeltaSparkBackend(LakeBackend):
     """
 
     kind = "delta-spark"
+    stages_output_files = False
 
     def __init__(self, spark: SparkSession) -> None:
         if not delta_spark_available(spark):

@@ -94,10 +94,12 @@ def first_rows(path: str | Path, rows: int) -> pa.Table:
 
 def column_minimum(path: str | Path, column: str) -> object | None:
     """The smallest value of `column` in the latest version (None when the table has no such
-    column or no value), one Arrow batch of that column at a time: no Spark."""
-    dataset = _table(path).to_pyarrow_dataset()
-    if column not in dataset.schema.names:
+    column or no value), one Arrow batch of that column at a time: no Spark. Read by
+    delta-rs's own engine, which honours the deletion vectors Delta's MERGE writes."""
+    table = _table(path)
+    if column not in [field.name for field in table.schema().fields]:
         return None
+    batches = pa.RecordBatchReader.from_stream(table.scan(columns=[column]))
     # One minimum per batch of a single column: the loop is over batches, not rows.
-    minima = [pc.min(batch.column(0)).as_py() for batch in dataset.to_batches(columns=[column])]
+    minima = [pc.min(batch.column(0)).as_py() for batch in batches]
     return min((value for value in minima if value is not None), default=None)
