@@ -1,5 +1,12 @@
 """The two CDC tables the pipeline tests build on: orders keyed by order_id, rates by currency,
-each watermarked at its own time (no delay), so a test controls every watermark exactly."""
+each watermarked at its own time (no delay), so a test controls every watermark exactly; and
+their rows, timed in minutes after 09:00 on 2 Nov 2026."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+BASE = datetime(2026, 11, 2, 9, 0)
 
 ORDERS_AND_RATES = """
 CREATE TABLE orders (
@@ -13,3 +20,16 @@ CREATE TABLE rates (
   PRIMARY KEY (currency) NOT ENFORCED
 ) WITH ('path' = 'rates', 'changelog' = 'cdf');
 """
+
+
+def at(minutes: float) -> datetime:
+    return BASE + timedelta(minutes=minutes)
+
+
+def order_row(order_id: int, amount: int, minutes: float, currency: str = "EUR") -> dict:
+    return {"order_id": order_id, "currency": currency, "amount": amount,
+            "order_time": at(minutes)}
+
+
+def rate_row(currency: str, rate: int, minutes: float) -> dict:
+    return {"currency": currency, "rate": rate, "currency_time": at(minutes)}

@@ -7,11 +7,10 @@ These need Delta's JVM classes in the session: they run in the delta-spark proce
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from _orders_and_rates import ORDERS_AND_RATES
+from _orders_and_rates import ORDERS_AND_RATES, order_row, rate_row
 from deltatables import delete_rows, update_rows, write_commits
 from pyspark.sql import DataFrame, SparkSession
 
@@ -20,8 +19,6 @@ from chronolake.lake import ARRIVAL_ORDER, DeltaRsBackend, DeltaSparkBackend, de
 from chronolake.runtime.derived import DerivedTable
 
 pytestmark = [pytest.mark.spark, pytest.mark.lake_contract]
-
-BASE = datetime(2026, 11, 2, 9, 0)
 
 PIPELINE = ORDERS_AND_RATES + """
 CREATE VIEW enriched AS
@@ -42,19 +39,6 @@ def _needs_delta(spark: SparkSession) -> None:
                     "CHRONOLAKE_BACKEND=delta-spark (./dev test runs it so)")
 
 
-def _at(minutes: float) -> datetime:
-    return BASE + timedelta(minutes=minutes)
-
-
-def _order(order_id: int, amount: int, minutes: float, currency: str = "EUR") -> dict:
-    return {"order_id": order_id, "currency": currency, "amount": amount,
-            "order_time": _at(minutes)}
-
-
-def _rate(currency: str, rate: int, minutes: float) -> dict:
-    return {"currency": currency, "rate": rate, "currency_time": _at(minutes)}
-
-
 def _same_rows(left: DataFrame, right: DataFrame) -> bool:
     return left.exceptAll(right).isEmpty() and right.exceptAll(left).isEmpty()
 
@@ -67,15 +51,15 @@ def _run_pipeline(catalog: Catalog, lake: Path) -> None:
     """Orders, rates, a correction, a cancellation and a late rate: every table chronolake
     writes gets commits (outputs with change data, late rows, state)."""
     catalog.declare(PIPELINE)
-    write_commits(lake / "rates", [[_rate("EUR", 2, 0), _rate("USD", 1, 0)]])
-    write_commits(lake / "orders", [[_order(i, 10 * i, i) for i in range(1, 9)]])
-    write_commits(lake / "rates", [[_rate("EUR", 3, 30), _rate("USD", 1, 30)]])
+    write_commits(lake / "rates", [[rate_row("EUR", 2, 0), rate_row("USD", 1, 0)]])
+    write_commits(lake / "orders", [[order_row(i, 10 * i, i) for i in range(1, 9)]])
+    write_commits(lake / "rates", [[rate_row("EUR", 3, 30), rate_row("USD", 1, 30)]])
     for view in ("enriched", "per_currency"):
         DerivedTable(catalog, view).run()
     update_rows(lake / "orders", "order_id = 2", {"amount": "99"})
     delete_rows(lake / "orders", "order_id = 3")
-    write_commits(lake / "orders", [[_order(20, 5, 35)]])
-    write_commits(lake / "rates", [[_rate("EUR", 4, 45), _rate("USD", 1, 45)]])
+    write_commits(lake / "orders", [[order_row(20, 5, 35)]])
+    write_commits(lake / "rates", [[rate_row("EUR", 4, 45), rate_row("USD", 1, 45)]])
     for view in ("enriched", "per_currency"):
         DerivedTable(catalog, view).run()
 

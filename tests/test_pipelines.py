@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import tempfile
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from _orders_and_rates import ORDERS_AND_RATES
+from _orders_and_rates import ORDERS_AND_RATES, at, order_row, rate_row
 from click.testing import CliRunner
 from deltalake import DeltaTable
 from deltatables import delete_rows, update_rows, write_commits
@@ -32,8 +32,6 @@ from chronolake.runtime.derived import DerivedTable
 
 pytestmark = pytest.mark.spark
 
-BASE = datetime(2026, 11, 2, 9, 0)
-
 DDL = ORDERS_AND_RATES + """
 CREATE VIEW enriched AS
 SELECT o.order_id, o.currency, o.amount, o.order_time, r.rate, o.amount * r.rate AS usd
@@ -42,25 +40,12 @@ ON o.currency = r.currency;
 """
 
 
-def _at(minutes: float) -> datetime:
-    return BASE + timedelta(minutes=minutes)
-
-
-def _order(order_id: int, amount: int, minutes: float, currency: str = "EUR") -> dict:
-    return {"order_id": order_id, "currency": currency, "amount": amount,
-            "order_time": _at(minutes)}
-
-
-def _rate(currency: str, rate: int, minutes: float) -> dict:
-    return {"currency": currency, "rate": rate, "currency_time": _at(minutes)}
-
-
 @pytest.fixture
 def lake(tmp_path: Path, spark) -> Catalog:  # noqa: ANN001
     catalog = Catalog(tmp_path, spark)
     catalog.declare(DDL)
-    write_commits(tmp_path / "rates", [[_rate("EUR", 2, 0), _rate("USD", 1, 0)]])
-    write_commits(tmp_path / "orders", [[_order(1, 10, 5), _order(2, 20, 6)]])
+    write_commits(tmp_path / "rates", [[rate_row("EUR", 2, 0), rate_row("USD", 1, 0)]])
+    write_commits(tmp_path / "orders", [[order_row(1, 10, 5), order_row(2, 20, 6)]])
     return catalog
 
 
@@ -85,16 +70,16 @@ def _commit_info(path: Path, version: int) -> dict:
 @pytest.mark.lake_contract
 def test_probe_updates_and_deletes_flow_into_the_output_changelog(lake: Catalog) -> None:
     root = lake.root
-    write_commits(root / "rates", [[_rate("EUR", 3, 30)]])
-    write_commits(root / "orders", [[_order(3, 30, 40)]])  # watermark min(40, 30) = 30
+    write_commits(root / "rates", [[rate_row("EUR", 3, 30)]])
+    write_commits(root / "orders", [[order_row(3, 30, 40)]])  # watermark min(40, 30) = 30
     first = DerivedTable(lake, "enriched").run()
     assert first.figures["inserts_out"] == 2
     assert _state(lake, "enriched") == {(1, 10, 20), (2, 20, 40)}
 
     update_rows(root / "orders", "order_id = 1", {"amount": "11"})
     delete_rows(root / "orders", "order_id = 2")
-    write_commits(root / "rates", [[_rate("EUR", 4, 60)]])
-    write_commits(root / "orders", [[_order(4, 40, 50)]])  # watermark 50: order 3 joins too
+    write_commits(root / "rates", [[rate_row("EUR", 4, 60)]])
+    write_commits(root / "orders", [[order_row(4, 40, 50)]])  # watermark 50: order 3 joins too
     second = DerivedTable(lake, "enriched").run()
     figures = second.figures
     assert (figures["update_befores_out"], figures["update_afters_out"]) == (1, 1)
@@ -112,12 +97,12 @@ def test_probe_updates_and_deletes_flow_into_the_output_changelog(lake: Catalog)
 
 def test_a_retraction_runs_later_than_the_row_it_retracts(lake: Catalog) -> None:
     root = lake.root
-    write_commits(root / "rates", [[_rate("USD", 1, 100)]])
-    write_commits(root / "orders", [[_order(9, 1, 100, "USD")]])
+    write_commits(root / "rates", [[rate_row("USD", 1, 100)]])
+    write_commits(root / "orders", [[order_row(9, 1, 100, "USD")]])
     DerivedTable(lake, "enriched").run()
     for minutes in (110, 120):  # runs in between that do not touch order 1
-        write_commits(root / "rates", [[_rate("USD", 1, minutes)]])
-        write_commits(root / "orders", [[_order(int(minutes), 1, minutes, "USD")]])
+        write_commits(root / "rates", [[rate_row("USD", 1, minutes)]])
+        write_commits(root / "orders", [[order_row(int(minutes), 1, minutes, "USD")]])
         DerivedTable(lake, "enriched").run()
     delete_rows(root / "orders", "order_id = 1")
     result = DerivedTable(lake, "enriched").run()
@@ -127,12 +112,12 @@ def test_a_retraction_runs_later_than_the_row_it_retracts(lake: Catalog) -> None
 
 
 def test_each_commit_records_the_output_watermark(lake: Catalog) -> None:
-    write_commits(lake.root / "rates", [[_rate("EUR", 3, 30)]])
-    write_commits(lake.root / "orders", [[_order(3, 30, 40)]])
+    write_commits(lake.root / "rates", [[rate_row("EUR", 3, 30)]])
+    write_commits(lake.root / "orders", [[order_row(3, 30, 40)]])
     result = DerivedTable(lake, "enriched").run()
     info = _commit_info(output_path(lake.root, "enriched"), result.output_version)
     # the join's output watermark is the minimum of its inputs' (orders 40 min, rates 30 min)
-    expected = int(_at(30).replace(tzinfo=None).timestamp() * 1000)
+    expected = int(at(30).replace(tzinfo=None).timestamp() * 1000)
     assert result.watermark_ms == int(info[WATERMARK_MILLIS_KEY])
     assert info[WATERMARK_KEY] == "2026-11-02T09:30:00.000Z"
     assert abs(result.watermark_ms - expected) < 24 * 3600 * 1000
@@ -141,8 +126,8 @@ def test_each_commit_records_the_output_watermark(lake: Catalog) -> None:
 def test_a_derived_table_is_queried_by_name(lake: Catalog) -> None:
     with pytest.raises(SourceError, match=r"never run.*chronolake run enriched"):
         lake.sql("SELECT * FROM enriched")
-    write_commits(lake.root / "rates", [[_rate("EUR", 3, 30)]])
-    write_commits(lake.root / "orders", [[_order(3, 30, 40)]])
+    write_commits(lake.root / "rates", [[rate_row("EUR", 3, 30)]])
+    write_commits(lake.root / "orders", [[order_row(3, 30, 40)]])
     DerivedTable(lake, "enriched").run()
     assert lake.table("enriched").count() == 2
     lake.execute("CREATE VIEW big AS SELECT order_id, usd FROM enriched WHERE usd > 20")
@@ -169,15 +154,15 @@ def test_a_window_aggregates_a_temporal_joins_output(lake: Catalog) -> None:
         "GROUP BY window_start, window_end, window_time, currency"
     )
     root = lake.root
-    write_commits(root / "rates", [[_rate("EUR", 3, 70)]])
-    write_commits(root / "orders", [[_order(3, 30, 65)]])  # watermark 65: hour 9 closes
+    write_commits(root / "rates", [[rate_row("EUR", 3, 70)]])
+    write_commits(root / "orders", [[order_row(3, 30, 65)]])  # watermark 65: hour 9 closes
     DerivedTable(lake, "enriched").run()
     hourly = DerivedTable(lake, "hourly").run()
     # the window's watermark is the join's recorded one, not re-derived from the rows
     assert hourly.watermark_ms == DerivedTable(lake, "enriched").store.latest().watermark
     rows = lake.sql("SELECT window_start, currency, orders, usd FROM hourly").collect()
     assert [(r["window_start"], r["currency"], r["orders"], r["usd"]) for r in rows] == [
-        (_at(0), "EUR", 2, 60)
+        (at(0), "EUR", 2, 60)
     ]
     spec = lake.spec("hourly")
     assert spec.rowtime == "window_time"
@@ -197,22 +182,22 @@ def test_a_window_reads_a_filter_view_of_a_temporal_joins_output(lake: Catalog) 
         "INTERVAL '1' HOUR)) GROUP BY window_start, window_end"
     )
     root = lake.root
-    write_commits(root / "rates", [[_rate("EUR", 3, 30)]])
-    write_commits(root / "orders", [[_order(3, 30, 40)]])  # watermark 30: orders 1, 2 join
+    write_commits(root / "rates", [[rate_row("EUR", 3, 30)]])
+    write_commits(root / "orders", [[order_row(3, 30, 40)]])  # watermark 30: orders 1, 2 join
     DerivedTable(lake, "enriched").run()
     first = DerivedTable(lake, "hourly_big").run()
     assert first.figures["rows_in"] == 1  # order 1 (amount 10) does not pass the view's WHERE
     # order 2 (20 -> 25) is corrected and order 3 cancelled before hour 9 closes
     update_rows(root / "orders", "order_id = 2", {"amount": "25"})
     delete_rows(root / "orders", "order_id = 3")
-    write_commits(root / "rates", [[_rate("EUR", 3, 70)]])
-    write_commits(root / "orders", [[_order(4, 40, 65)]])  # watermark 65: hour 9 closes
+    write_commits(root / "rates", [[rate_row("EUR", 3, 70)]])
+    write_commits(root / "orders", [[order_row(4, 40, 65)]])  # watermark 65: hour 9 closes
     DerivedTable(lake, "enriched").run()
     second = DerivedTable(lake, "hourly_big").run()
     assert second.figures["retractions_in"] == 1  # order 2's -U; order 3 never passed through
     assert second.watermark_ms == DerivedTable(lake, "enriched").store.latest().watermark
     rows = lake.sql("SELECT window_start, orders, cents FROM hourly_big").collect()
-    assert [(r["window_start"], r["orders"], r["cents"]) for r in rows] == [(_at(0), 1, 500)]
+    assert [(r["window_start"], r["orders"], r["cents"]) for r in rows] == [(at(0), 1, 500)]
     assert lake.spec("big_eur").rowtime == "order_time"
     assert lake.spec("big_eur").primary_key == ("order_id",)
 
@@ -233,8 +218,8 @@ def test_a_derived_table_keeps_its_bound_plan_and_later_runs_reuse_it(
         "GROUP BY window_start, window_end"
     )
     root = lake.root
-    write_commits(root / "rates", [[_rate("EUR", 3, 30)]])
-    write_commits(root / "orders", [[_order(3, 30, 40)]])
+    write_commits(root / "rates", [[rate_row("EUR", 3, 30)]])
+    write_commits(root / "orders", [[order_row(3, 30, 40)]])
     DerivedTable(lake, "enriched").run()
     DerivedTable(lake, "hourly_big").run()
     stored = lake.entry("hourly_big").plan
@@ -247,13 +232,13 @@ def test_a_derived_table_keeps_its_bound_plan_and_later_runs_reuse_it(
 
     with monkeypatch.context() as patched:
         patched.setattr(Catalog, "operator_inputs", bound_again)
-        write_commits(root / "rates", [[_rate("EUR", 3, 70)]])
-        write_commits(root / "orders", [[_order(4, 40, 65)]])  # hour 9 closes
+        write_commits(root / "rates", [[rate_row("EUR", 3, 70)]])
+        write_commits(root / "orders", [[order_row(4, 40, 65)]])  # hour 9 closes
         again = Catalog(root, lake.spark)
         DerivedTable(again, "enriched").run()
         assert DerivedTable(again, "hourly_big").run().figures["rows_out"] == 1
     rows = lake.sql("SELECT window_start, amount FROM hourly_big").collect()
-    assert [(r["window_start"], r["amount"]) for r in rows] == [(_at(0), 50)]
+    assert [(r["window_start"], r["amount"]) for r in rows] == [(at(0), 50)]
 
     # a changed registration, or a plan that no longer loads (another chronolake version),
     # is bound anew by the next run and kept again
@@ -282,14 +267,14 @@ def test_a_temporal_join_probes_a_projection_of_an_updating_table(lake: Catalog)
         "ON o.currency = r.currency"
     )
     root = lake.root
-    write_commits(root / "rates", [[_rate("EUR", 3, 30)]])
-    write_commits(root / "orders", [[_order(3, 30, 40, "USD")]])
+    write_commits(root / "rates", [[rate_row("EUR", 3, 30)]])
+    write_commits(root / "orders", [[order_row(3, 30, 40, "USD")]])
     first = DerivedTable(lake, "eur_enriched").run()
     assert first.figures["inserts_out"] == 2
     update_rows(root / "orders", "order_id = 1", {"amount": "11"})
     delete_rows(root / "orders", "order_id = 2")
-    write_commits(root / "rates", [[_rate("EUR", 4, 60)]])
-    write_commits(root / "orders", [[_order(4, 40, 50)]])
+    write_commits(root / "rates", [[rate_row("EUR", 4, 60)]])
+    write_commits(root / "orders", [[order_row(4, 40, 50)]])
     second = DerivedTable(lake, "eur_enriched").run()
     assert (second.figures["update_afters_out"], second.figures["deletes_out"]) == (1, 1)
     rows = lake.sql("SELECT order_id, doubled, usd FROM eur_enriched").collect()
@@ -327,14 +312,14 @@ def test_a_derived_table_without_its_time_attribute_is_read_on_processing_time(
         "FROM TABLE(TUMBLE(TABLE untimed, DESCRIPTOR(rate_time), INTERVAL '1' HOUR)) "
         "GROUP BY window_start, window_end"
     )
-    write_commits(lake.root / "rates", [[_rate("EUR", 3, 30)]])
-    write_commits(lake.root / "orders", [[_order(3, 30, 40)]])
+    write_commits(lake.root / "rates", [[rate_row("EUR", 3, 30)]])
+    write_commits(lake.root / "orders", [[order_row(3, 30, 40)]])
     DerivedTable(lake, "untimed").run()
-    clock = ManualClock(int(_at(120).replace(tzinfo=UTC).timestamp() * 1000))
+    clock = ManualClock(int(at(120).replace(tzinfo=UTC).timestamp() * 1000))
     result = DerivedTable(lake, "by_rate_hour", clock=clock).run()
     assert result.processing_time and result.watermark_ms == clock.now_ms()
     rows = lake.sql("SELECT window_start, orders FROM by_rate_hour").collect()
-    assert [(r["window_start"], r["orders"]) for r in rows] == [(_at(0), 2)]
+    assert [(r["window_start"], r["orders"]) for r in rows] == [(at(0), 2)]
 
 
 def _hourly_orders_with_hour_9_closed(lake: Catalog) -> None:
@@ -344,8 +329,8 @@ def _hourly_orders_with_hour_9_closed(lake: Catalog) -> None:
         "FROM TABLE(TUMBLE(TABLE enriched, DESCRIPTOR(order_time), INTERVAL '1' HOUR)) "
         "GROUP BY window_start, window_end, currency"
     )
-    write_commits(lake.root / "rates", [[_rate("EUR", 3, 70)]])
-    write_commits(lake.root / "orders", [[_order(3, 30, 65)]])
+    write_commits(lake.root / "rates", [[rate_row("EUR", 3, 70)]])
+    write_commits(lake.root / "orders", [[order_row(3, 30, 65)]])
 
 
 def test_running_a_view_says_which_upstream_tables_are_behind(lake: Catalog) -> None:
@@ -358,7 +343,7 @@ def test_running_a_view_says_which_upstream_tables_are_behind(lake: Catalog) -> 
     chained = runner.invoke(main, [*args, "--with-upstream"])
     assert chained.exit_code == 0, chained.output
     assert lake.sql("SELECT orders FROM hourly").collect()[0]["orders"] == 2
-    write_commits(lake.root / "orders", [[_order(5, 1, 200)]])
+    write_commits(lake.root / "orders", [[order_row(5, 1, 200)]])
     noted = runner.invoke(main, args)
     assert noted.exit_code == 0
     assert "note: enriched (read by hourly) have new commits" in noted.output
@@ -377,7 +362,7 @@ def _apply(root: Path, ops: list[tuple[str, int, int, int]], live: set[int]) -> 
     """Each op as one commit of `orders`: a new order, a correction or a cancellation."""
     for op, order_id, amount, minutes in ops:
         if op == "insert" and order_id not in live:
-            write_commits(root / "orders", [[_order(order_id + 100, amount, minutes)]])
+            write_commits(root / "orders", [[order_row(order_id + 100, amount, minutes)]])
             live.add(order_id)
         elif op == "update" and order_id in live:
             update_rows(root / "orders", f"order_id = {order_id + 100}", {"amount": str(amount)})
@@ -408,14 +393,14 @@ def test_updating_probe_runs_equal_the_bounded_join(spark, rounds: list) -> None
         root = Path(folder)
         catalog = Catalog(root, spark)
         catalog.declare(DDL)
-        write_commits(root / "rates", [[_rate("EUR", 2, 0)], [_rate("EUR", 3, 60)]])
-        write_commits(root / "orders", [[_order(1, 1, 0)]])
+        write_commits(root / "rates", [[rate_row("EUR", 2, 0)], [rate_row("EUR", 3, 60)]])
+        write_commits(root / "orders", [[order_row(1, 1, 0)]])
         live: set[int] = set()
         for ops in rounds:
             _apply(root, ops, live)
             DerivedTable(catalog, "enriched").run()
-        write_commits(root / "rates", [[_rate("EUR", 3, 10_000)]])  # both watermarks pass all
-        write_commits(root / "orders", [[_order(99, 1, 10_000)]])
+        write_commits(root / "rates", [[rate_row("EUR", 3, 10_000)]])  # both watermarks pass all
+        write_commits(root / "orders", [[order_row(99, 1, 10_000)]])
         DerivedTable(catalog, "enriched").run()
         incremental = _state(catalog, "enriched")
         bounded = catalog.sql(DDL.split("CREATE VIEW enriched AS")[1].rstrip().rstrip(";"))
@@ -441,14 +426,14 @@ def test_a_chain_ends_the_same_in_any_interleaving_of_runs(spark, schedule: list
         catalog = Catalog(root, spark)
         catalog.declare(appended)
         catalog.execute(hourly)
-        write_commits(root / "rates", [[_rate("EUR", 2, 0), _rate("USD", 1, 0)]])
-        write_commits(root / "orders", [[_order(1, 10, 5)]])
+        write_commits(root / "rates", [[rate_row("EUR", 2, 0), rate_row("USD", 1, 0)]])
+        write_commits(root / "orders", [[order_row(1, 10, 5)]])
         feeds = iter(range(1, 100))
         for step in steps:
             if step == "feed":
                 n = next(feeds)
-                write_commits(root / "orders", [[_order(n + 1, n, 5 + 13 * n, "USD")]])
-                write_commits(root / "rates", [[_rate("EUR", 2 + n, 5 + 13 * n)]])
+                write_commits(root / "orders", [[order_row(n + 1, n, 5 + 13 * n, "USD")]])
+                write_commits(root / "rates", [[rate_row("EUR", 2 + n, 5 + 13 * n)]])
             elif step == "enrich":
                 DerivedTable(catalog, "enriched").run()
             elif lake_has(root, "enriched"):
@@ -474,22 +459,22 @@ def test_a_window_applies_retractions_until_it_fires(lake: Catalog) -> None:
         "INTERVAL '1' HOUR)) GROUP BY window_start, window_end, currency"
     )
     root = lake.root
-    write_commits(root / "rates", [[_rate("EUR", 3, 30)]])
-    write_commits(root / "orders", [[_order(3, 30, 40)]])
+    write_commits(root / "rates", [[rate_row("EUR", 3, 30)]])
+    write_commits(root / "orders", [[order_row(3, 30, 40)]])
     for view in ("enriched", "hourly"):
         DerivedTable(lake, view).run()  # orders 1 and 2 joined, their window still open
     update_rows(root / "orders", "order_id = 1", {"amount": "11"})
     delete_rows(root / "orders", "order_id = 2")
-    write_commits(root / "rates", [[_rate("EUR", 3, 70)]])
-    write_commits(root / "orders", [[_order(4, 40, 70)]])  # watermark 70 min: hour 9 fires
+    write_commits(root / "rates", [[rate_row("EUR", 3, 70)]])
+    write_commits(root / "orders", [[order_row(4, 40, 70)]])  # watermark 70 min: hour 9 fires
     DerivedTable(lake, "enriched").run()
     fired = DerivedTable(lake, "hourly").run()
     assert fired.figures["retractions_in"] == 2  # the -U of order 1 and the -D of order 2
     rows = lake.sql("SELECT window_start, orders, usd FROM hourly").collect()
-    assert [(r["window_start"], r["orders"], r["usd"]) for r in rows] == [(_at(0), 2, 22 + 90)]
+    assert [(r["window_start"], r["orders"], r["usd"]) for r in rows] == [(at(0), 2, 22 + 90)]
 
     update_rows(root / "orders", "order_id = 1", {"amount": "12"})  # after the window fired
-    write_commits(root / "orders", [[_order(5, 1, 80)]])
+    write_commits(root / "orders", [[order_row(5, 1, 80)]])
     DerivedTable(lake, "enriched").run()
     late = DerivedTable(lake, "hourly").run()
     assert late.figures["late_rows"] == 2
@@ -518,10 +503,10 @@ def test_temporal_joins_read_derived_tables_on_either_side(lake: Catalog) -> Non
     SELECT s.ship_id, e.order_id, e.usd FROM shipments AS s
     JOIN enriched FOR SYSTEM_TIME AS OF s.ship_time AS e ON s.order_id = e.order_id;
     """)
-    write_commits(root / "fees", [[{"currency": "EUR", "fee": 7, "fee_time": _at(0)}],
-                                  [{"currency": "EUR", "fee": 8, "fee_time": _at(500)}]])
-    write_commits(root / "rates", [[_rate("EUR", 3, 30)]])
-    write_commits(root / "orders", [[_order(3, 30, 40)]])
+    write_commits(root / "fees", [[{"currency": "EUR", "fee": 7, "fee_time": at(0)}],
+                                  [{"currency": "EUR", "fee": 8, "fee_time": at(500)}]])
+    write_commits(root / "rates", [[rate_row("EUR", 3, 30)]])
+    write_commits(root / "orders", [[order_row(3, 30, 40)]])
     DerivedTable(lake, "enriched").run()
     assert lake.spec("with_fees").primary_key == ("order_id",)  # the probe's key carries over
     DerivedTable(lake, "with_fees").run()
@@ -529,8 +514,8 @@ def test_temporal_joins_read_derived_tables_on_either_side(lake: Catalog) -> Non
     assert fees == {(1, 20, 7), (2, 40, 7)}
 
     update_rows(root / "orders", "order_id = 2", {"amount": "21"})  # flows through both hops
-    write_commits(root / "rates", [[_rate("EUR", 3, 60)]])
-    write_commits(root / "orders", [[_order(4, 40, 60)]])
+    write_commits(root / "rates", [[rate_row("EUR", 3, 60)]])
+    write_commits(root / "orders", [[order_row(4, 40, 60)]])
     DerivedTable(lake, "enriched").run()
     result = DerivedTable(lake, "with_fees").run()
     assert (result.figures["update_befores_out"], result.figures["update_afters_out"]) == (1, 1)
@@ -538,8 +523,8 @@ def test_temporal_joins_read_derived_tables_on_either_side(lake: Catalog) -> Non
     assert fees == {(1, 20, 7), (2, 42, 7), (3, 90, 7), (4, 120, 7)}
 
     # enriched is versioned (key order_id, rowtime order_time): a build side
-    write_commits(root / "shipments", [[{"ship_id": 1, "order_id": 2, "ship_time": _at(30)},
-                                        {"ship_id": 2, "order_id": 3, "ship_time": _at(50)}]])
+    write_commits(root / "shipments", [[{"ship_id": 1, "order_id": 2, "ship_time": at(30)},
+                                        {"ship_id": 2, "order_id": 3, "ship_time": at(50)}]])
     DerivedTable(lake, "shipped").run()
     shipped = {(r["ship_id"], r["order_id"], r["usd"]) for r in lake.table("shipped").collect()}
     assert shipped == {(1, 2, 42), (2, 3, 90)}
@@ -589,14 +574,15 @@ def test_a_keep_last_deduplication_emits_updates_and_keep_first_only_inserts(
     catalog = Catalog(tmp_path, spark)
     catalog.declare(DEDUP_DDL)
     log = tmp_path / "rate_log"
-    write_commits(log, [[_rate("EUR", 2, 10), _rate("USD", 1, 10)], [_rate("EUR", 3, 20)]])
+    write_commits(log, [[rate_row("EUR", 2, 10), rate_row("USD", 1, 10)], [rate_row("EUR", 3, 20)]])
     last = DerivedTable(catalog, "last_rates").run()
     assert (last.figures["inserts_out"], last.figures["update_afters_out"]) == (2, 0)
     first = DerivedTable(catalog, "first_rates").run()
     assert first.figures["inserts_out"] == 2
 
     # a newer EUR rate replaces the kept one; an older USD rate arriving late is dropped
-    write_commits(log, [[_rate("EUR", 4, 30)], [_rate("USD", 9, 5)], [_rate("GBP", 7, 40)]])
+    write_commits(log, [[rate_row("EUR", 4, 30)], [rate_row("USD", 9, 5)],
+                        [rate_row("GBP", 7, 40)]])
     last = DerivedTable(catalog, "last_rates").run()
     figures = last.figures
     assert (figures["update_befores_out"], figures["update_afters_out"]) == (1, 1)
@@ -632,12 +618,12 @@ def test_a_window_counts_the_changes_of_a_keep_last_deduplication(
         "INTERVAL '1' HOUR)) GROUP BY window_start, window_end"
     )
     log = tmp_path / "rate_log"
-    write_commits(log, [[_rate("EUR", 2, 10), _rate("USD", 1, 10)]])
+    write_commits(log, [[rate_row("EUR", 2, 10), rate_row("USD", 1, 10)]])
     DerivedTable(catalog, "last_rates").run()
     DerivedTable(catalog, "rates_per_hour").run()
-    write_commits(log, [[_rate("EUR", 3, 20)], [_rate("USD", 5, 70)]])  # hour 9 closes
+    write_commits(log, [[rate_row("EUR", 3, 20)], [rate_row("USD", 5, 70)]])  # hour 9 closes
     DerivedTable(catalog, "last_rates").run()
     fired = DerivedTable(catalog, "rates_per_hour").run()
     assert fired.figures["retractions_in"] == 2  # EUR's -U (10 min) and USD's -U (10 min)
     rows = catalog.sql("SELECT window_start, currencies, total FROM rates_per_hour").collect()
-    assert [(r["window_start"], r["currencies"], r["total"]) for r in rows] == [(_at(0), 1, 3)]
+    assert [(r["window_start"], r["currencies"], r["total"]) for r in rows] == [(at(0), 1, 3)]
