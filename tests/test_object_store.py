@@ -12,12 +12,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from uuid import uuid4
@@ -27,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 from _object_store_run import APP_ID, VIEW, input_rows
 from _orders_and_rates import ORDERS_AND_RATES
+from _s3 import BUCKET
 from click.testing import CliRunner
 from dagster import AssetKey, DagsterInstance, Definitions, build_sensor_context
 from deltalake import CommitProperties, DeltaTable, Schema, write_deltalake
@@ -55,48 +53,7 @@ from ops import JOBS, sensors
 
 REPO = Path(__file__).resolve().parents[1]
 RUN = REPO / "tests" / "_object_store_run.py"
-BUCKET = "lake"
 SIGKILLED = -signal.SIGKILL
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[str]:
-    """An S3 emulator on loopback, and the environment that points obstore and delta-rs at it
-    (what a user sets for a real bucket); yields its endpoint."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    settings = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test",
-                "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
-                "AWS_ALLOW_HTTP": "true"}
-    saved = {name: os.environ.get(name) for name in settings}
-    os.environ.update(settings)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(
-                    urllib.request.Request(f"{endpoint}/{BUCKET}", method="PUT"), timeout=5
-                ).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise
-                time.sleep(0.2)
-        yield endpoint
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        server.terminate()
-        server.wait(30)
 
 
 @pytest.fixture
@@ -303,6 +260,13 @@ def test_the_cli_declares_into_and_shows_a_lake_on_a_bucket(lake: str, tmp_path:
     assert unreachable.output.startswith(
         "error: the lake at s3://no-such-bucket/lake could not be read or written: ")
     assert len(unreachable.output.splitlines()) == 1  # no traceback
+    for given in ([], ["-f", str(ddl), "-e", "SELECT 1"]):  # the SQL: -f or -e, one of them
+        usage = CliRunner().invoke(cli, ["sql", "--lake", lake, *given])
+        assert usage.exit_code == 2
+        found = "both" if given else "neither"
+        assert usage.output.endswith("Error: expected the SQL in a file (-f FILE, '-' for "
+                                     f"standard input) or on the command line (-e SQL), found "
+                                     f"{found}\n"), usage.output
 
 
 _ENRICHED = (f"CREATE VIEW {VIEW} AS SELECT o.order_id, o.amount * r.rate AS usd FROM orders "

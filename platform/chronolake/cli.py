@@ -146,9 +146,18 @@ VERBOSE_OPTION = click.option(
     "--file",
     "script",
     type=click.File("r"),
-    required=True,
+    default=None,
     help="SQL script of CREATE TABLE / CREATE VIEW statements and queries, run in order "
     "('-' reads standard input).",
+)
+@click.option(
+    "-e",
+    "--execute",
+    "statements_text",
+    metavar="SQL",
+    default=None,
+    help="The SQL to run, given here instead of in a file (-f): one statement or several, "
+    "separated by ';'.",
 )
 @click.option(
     "--format",
@@ -161,9 +170,13 @@ VERBOSE_OPTION = click.option(
 )
 @VERBOSE_OPTION
 def sql(
-    lake: str | Path, script: click.utils.LazyFile, output_format: str, verbose: bool
+    lake: str | Path,
+    script: click.utils.LazyFile | None,
+    statements_text: str | None,
+    output_format: str,
+    verbose: bool,
 ) -> None:
-    """Run a SQL script against a lake and print each query's rows."""
+    """Run a SQL script (-f) or statements (-e) against a lake and print each query's rows."""
     from pyspark.sql import DataFrame
     from sqlglot import exp
 
@@ -174,8 +187,12 @@ def sql(
 
     step = _step()
     step.lake, step.verbose = lake, verbose
+    if (script is None) == (statements_text is None):
+        msg = ("expected the SQL in a file (-f FILE, '-' for standard input) or on the command "
+               f"line (-e SQL), found {'both' if script is not None else 'neither'}")
+        raise click.UsageError(msg)
     _quiet_spark_logs()
-    text = script.read()
+    text = script.read() if script is not None else statements_text or ""
     statements = parse_flink(text, what="SQL script")
     if not holds_lake(lake) and not any(isinstance(s, exp.Create) for s in statements):
         msg = (
@@ -184,7 +201,10 @@ def sql(
             "script that declares its tables (CREATE TABLE ... WITH ('path' = ...))"
         )
         raise SourceError(msg)
-    source = "standard input" if script.name in ("-", "<stdin>") else script.name
+    source = (
+        "the SQL given with -e" if script is None else
+        "standard input" if script.name in ("-", "<stdin>") else script.name
+    )
     results = Catalog(lake).run_script(text)
     for number, node in enumerate(statements, start=1):
         shown = _shorten(node.sql(dialect=Flink, comments=False))
@@ -307,12 +327,12 @@ def feed(lake: str | Path, seed: int | None) -> None:
 
 
 @main.command()
-@click.argument("table")
+@click.argument("tables", metavar="TABLE...", nargs=-1, required=True)
 @LAKE_OPTION
 @click.option(
     "--full-refresh",
     is_flag=True,
-    help="Rebuild the table from scratch: every input commit is read again and the output, late "
+    help="Rebuild each TABLE from scratch: every input commit is read again and the output, late "
     "rows and state are replaced (same exactly-once protocol as any run).",
 )
 @click.option(
@@ -326,50 +346,57 @@ def feed(lake: str | Path, seed: int | None) -> None:
 @click.option(
     "--with-upstream",
     is_flag=True,
-    help="First run the derived tables TABLE reads (directly or through views) that have new "
-    "commits in their inputs, in dependency order.",
+    help="Before each TABLE, run the derived tables it reads (directly or through views) that "
+    "have new commits in their inputs, in dependency order.",
 )
 @VERBOSE_OPTION
 def run(
-    table: str, lake: str | Path, full_refresh: bool, on_source_overwrite: str,
+    tables: tuple[str, ...], lake: str | Path, full_refresh: bool, on_source_overwrite: str,
     with_upstream: bool,
     verbose: bool,
 ) -> None:
-    """Bring the view TABLE up to date: read new commits, emit, commit exactly once."""
+    """Bring the views TABLE... up to date, in the order given: read new commits, emit, commit
+    exactly once. One Spark session serves them all."""
     from chronolake.catalog import Catalog
     from chronolake.output import print_run
     from chronolake.runtime.chain import behind, upstream_derived
     from chronolake.runtime.views import materialize_view
 
     step = _step()
-    step.lake, step.verbose, step.doing = lake, verbose, f"checking the inputs of {table}"
+    step.lake, step.verbose = lake, verbose
     _quiet_spark_logs()
     _require_lake(lake)
     policy = OverwritePolicy(on_source_overwrite)
     catalog = Catalog(lake)
-    late = behind(catalog, upstream_derived(catalog, table))
-    if late and not with_upstream:
-        click.echo(
-            f"note: {', '.join(late)} (read by {table}) have new commits in their inputs "
-            f"that they have not run on yet; {table} reads what they have committed: run "
-            "them first, or pass --with-upstream",
-            err=True,
-        )
+    named = {table.lower() for table in tables}
     done: list[str] = []
-    for name in (late if with_upstream else []) + [table]:
-        step.doing = f"the run of {name}"
-        step.interrupted = (
-            f"interrupted; the run of {name} did not finish, and its next run completes it "
-            "exactly once (nothing lost, nothing written twice)"
-            + (f"; {', '.join(done)} ran to the end" if done else "")
-        )
-        with _spinner(f"running {name}"):
-            result = materialize_view(
-                catalog, name, full_refresh=full_refresh and name == table,
-                on_source_overwrite=policy,
+    for table in tables:
+        step.doing = f"checking the inputs of {table}"
+        upstream = upstream_derived(catalog, table)
+        late = behind(catalog, [name for name in upstream if name not in done])
+        if late and not with_upstream:
+            click.echo(
+                f"note: {', '.join(late)} (read by {table}) have new commits in their inputs "
+                f"that they have not run on yet; {table} reads what they have committed: run "
+                "them first, or pass --with-upstream",
+                err=True,
             )
-        print_run(result)
-        done.append(name)
+        for name in (late if with_upstream else []) + [table]:
+            if name.lower() in done:  # already run by this command, as another's upstream
+                continue
+            step.doing = f"the run of {name}"
+            step.interrupted = (
+                f"interrupted; the run of {name} did not finish, and its next run completes it "
+                "exactly once (nothing lost, nothing written twice)"
+                + (f"; {', '.join(done)} ran to the end" if done else "")
+            )
+            with _spinner(f"running {name}"):
+                result = materialize_view(
+                    catalog, name, full_refresh=full_refresh and name.lower() in named,
+                    on_source_overwrite=policy,
+                )
+            print_run(result)
+            done.append(name.lower())
 
 
 @main.command()

@@ -1,4 +1,4 @@
-"""The demo lake: a CDC `orders` table and a CDC `rates` table, on disk.
+"""The demo lake: a CDC `orders` table and a CDC `rates` table, in a folder or a bucket.
 
 The data is small and seeded, so every build gives the same tables: orders in
 several append commits followed by a correction (an update of a few amounts)
@@ -11,7 +11,6 @@ revenue figures.
 from __future__ import annotations
 
 import random
-import shutil
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import TypeVar
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from chronolake.lake.storage import Location, join
+from chronolake.lake.storage import Location, Storage, join
 from chronolake.lake.tables import table_version
 
 DEMO_START = datetime(2026, 11, 2, 9, 0, 0)
@@ -47,16 +46,21 @@ RATES_SCHEMA = pa.schema(
 )
 
 
-def build_demo_lake(root: Path, *, fresh: bool = True) -> dict[str, int]:
-    """Write the demo tables under `root`; returns each table's latest Delta version."""
+def build_demo_lake(root: Location, *, fresh: bool = True) -> dict[str, int]:
+    """Write the demo tables under the lake location `root` (a folder, or a URI such as
+    `s3://bucket/lake`: delta-rs writes them there); returns each table's latest Delta
+    version. `fresh` first removes the tables and chronolake's folder a former build left."""
+    lake = Storage(root)
     if fresh:
         for name in ("orders", "rates", "_chronolake"):
-            shutil.rmtree(root / name, ignore_errors=True)
-    root.mkdir(parents=True, exist_ok=True)
-    return {"rates": _write_rates(root / "rates"), "orders": _write_orders(root / "orders")}
+            lake.delete_tree(name)
+    if isinstance(lake.location, Path):
+        lake.location.mkdir(parents=True, exist_ok=True)
+    return {"rates": _write_rates(join(root, "rates")),
+            "orders": _write_orders(join(root, "orders"))}
 
 
-def _write_orders(path: Path) -> int:
+def _write_orders(path: str | Path) -> int:
     rng = random.Random(7)
     for commit in range(ORDER_COMMITS):
         append_orders(path, rng=rng, first_id=commit * ORDERS_PER_COMMIT, count=ORDERS_PER_COMMIT,
@@ -112,7 +116,7 @@ def _rates(rows: list[tuple[str, str, datetime]]) -> pa.Table:
     )
 
 
-def _write_rates(path: Path) -> int:
+def _write_rates(path: str | Path) -> int:
     t = DEMO_START
     write_deltalake(
         path,

@@ -1,0 +1,57 @@
+"""An S3 emulator for tests: moto's server on loopback, and the standard AWS environment that
+points obstore, delta-rs and S3A (through `chronolake.stack`) at it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+BUCKET = "lake"
+"""The bucket the emulator starts with."""
+
+
+@contextmanager
+def moto_s3() -> Iterator[str]:
+    """moto's S3 server on a free port of loopback with `BUCKET` created, and the environment
+    a user sets for an S3-compatible store (endpoint, credentials, region, plain HTTP) in
+    `os.environ` meanwhile, so that subprocesses inherit it; yields the endpoint."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    settings = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test",
+                "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
+                "AWS_ALLOW_HTTP": "true"}
+    saved = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(
+                    urllib.request.Request(f"{endpoint}/{BUCKET}", method="PUT"), timeout=5
+                ).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        yield endpoint
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        server.terminate()
+        server.wait(30)
