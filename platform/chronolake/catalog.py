@@ -35,7 +35,7 @@ from chronolake.joins.temporal import (
 )
 from chronolake.joins.versions import first_versions, forward_newer_versions
 from chronolake.lake import LakeBackend, backend_for
-from chronolake.lake.layout import catalog_dir, output_path, table_location
+from chronolake.lake.layout import catalog_dir, output_path, table_location, view_data_keys
 from chronolake.lake.reader import latest_per_key
 from chronolake.lake.stamps import latest_recorded_watermark
 from chronolake.lake.storage import Storage, as_location
@@ -324,7 +324,7 @@ class Catalog:
             )
             raise SourceError(msg)
         schema = self.backend.snapshot(path).schema
-        return output_table_spec(spec, schema, str(path.relative_to(self.root)))
+        return output_table_spec(spec, schema, view_data_keys(spec.name)[0])
 
     def input_specs(self, query: str) -> dict[str, Spec]:
         """Every registered spec, with the derived views `query` reads as their output tables

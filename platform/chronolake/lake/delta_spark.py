@@ -109,7 +109,14 @@ class DeltaSparkBackend(LakeBackend):
             StructField(_FILE, StringType(), False), StructField(_RANK, LongType(), False),
         ])
         names = [(file_name(uri), rank) for uri, rank in zip(files, ranks, strict=True)]
-        rows = snapshot.select(
+        source = snapshot
+        if "row_index" not in snapshot.select("_metadata.*").columns:
+            # Delta shows a row's index in its file only for tables with deletion vectors or
+            # row tracking; without either, every row of the active files is live, and Spark's
+            # Parquet reader gives the index.
+            source = (self.spark.read.schema(snapshot.schema).option("basePath", str(path))
+                      .parquet(*files))
+        rows = source.select(
             "*",
             F.col("_metadata.file_name").alias(_FILE),
             F.col("_metadata.row_index").alias(_ROW),
