@@ -53,7 +53,7 @@ if "spark.sql.extensions" in stack:  # Delta's write, MERGE, history and change 
         "delta.enableChangeDataFeed", "true").save(delta)
     spark.sql(f"MERGE INTO delta.`{delta}` t USING (SELECT 1L AS id, 5L AS v) s ON t.id = s.id "
               "WHEN MATCHED THEN UPDATE SET *")
-    spark.sql(f"DESCRIBE HISTORY delta.`{delta}` LIMIT 1").collect()
+    spark.sql(f"DESCRIBE HISTORY delta.`{delta}` LIMIT 1").collect()  # one row: warms history
     spark.read.format("delta").option("readChangeFeed", "true").option(
         "startingVersion", 0).load(delta).count()
 rows = spark.range(2000).select(
