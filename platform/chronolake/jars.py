@@ -12,8 +12,9 @@ pyspark install has, run once with an empty `~/.m2` view (Spark's resolver trust
 Maven cache that holds a POM without its jar). A jar whose checksum differs from the lock is
 refused; nothing half-written ever lands in the cache.
 
-`python -m chronolake.jars fetch delta-spark s3a` fetches (`./dev` does), and
-`python -m chronolake.jars lock` re-pins after a version change in `ROOTS`.
+`python -m chronolake.jars fetch` fetches the sets every user may need, delta-spark and s3a
+(`./dev` does); `fetch s3-dynamodb` the opt-in one. `python -m chronolake.jars lock [SET ...]`
+re-pins the sets named (all by default) after a version change in `ROOTS`, keeping the others.
 """
 
 from __future__ import annotations
@@ -43,10 +44,16 @@ FETCH_TIMEOUT_SECONDS = 900
 
 
 class JarSet(StrEnum):
-    """A stack of jars a session may load: Delta Lake's JVM classes, or S3A for `s3://`."""
+    """A stack of jars a session may load: Delta Lake's JVM classes, S3A for `s3://`, or
+    Delta's DynamoDB log store for several writers on S3 (`chronolake.stack`, opt-in)."""
 
     DELTA_SPARK = "delta-spark"
     S3A = "s3a"
+    S3_DYNAMODB = "s3-dynamodb"
+
+
+DEFAULT_SETS = (JarSet.DELTA_SPARK, JarSet.S3A)
+"""What `fetch` brings without names: the sets a session loads without being asked to."""
 
 
 ROOTS: Mapping[JarSet, tuple[str, ...]] = {
@@ -60,10 +67,23 @@ ROOTS: Mapping[JarSet, tuple[str, ...]] = {
             "s3", "s3-transfer-manager", "sts", "apache-client", "netty-nio-client",
         )),
     ),
+    # Delta's S3DynamoDBLogStore is built on the AWS SDK v1 (`com.amazonaws`, its own
+    # packages, beside S3A's v2 modules), which its POM declares `provided`: the DynamoDB
+    # module is named here, at the version Delta 4.4.0 builds and tests with.
+    JarSet.S3_DYNAMODB: (
+        "io.delta:delta-storage-s3-dynamodb:4.4.0",
+        "com.amazonaws:aws-java-sdk-dynamodb:1.12.262",
+    ),
 }
 """What each set asks for; its transitive dependencies are resolved and pinned with it."""
 
 ALWAYS_EXCLUDED = ("software.amazon.awssdk:bundle",)
+EXCLUDED: Mapping[JarSet, tuple[str, ...]] = {
+    # The SDK v1 DynamoDB module depends on its S3 and KMS modules for its object mapper's
+    # S3 links; the DynamoDB client the log store builds loads neither.
+    JarSet.S3_DYNAMODB: ("com.amazonaws:aws-java-sdk-s3", "com.amazonaws:aws-java-sdk-kms"),
+}
+"""Dependencies of a set's roots that it does not load, as `group:artifact`."""
 
 
 class JarFetchError(ChronolakeError):
@@ -93,8 +113,7 @@ def cache_dir() -> Path:
 
 def locked(jar_set: JarSet) -> list[LockedJar]:
     """The jars `jar_set` pins, as `jars.lock.json` lists them."""
-    entry = json.loads(LOCK_FILE.read_text())["sets"][jar_set.value]
-    return [LockedJar(**jar) for jar in entry["jars"]]
+    return [LockedJar(**jar) for jar in _lock_entry(jar_set)["jars"]]
 
 
 def cached_path(jar: LockedJar) -> Path:
@@ -109,7 +128,8 @@ def jar_paths(sets: Iterable[JarSet], *, progress: bool = True) -> list[Path]:
         jars = locked(jar_set)
         if any(not cached_path(jar).is_file() for jar in jars):
             _fetch(jar_set, jars, progress=progress)
-        paths += [cached_path(jar) for jar in jars]
+        # A jar two sets pin (delta-storage) is loaded once.
+        paths += [path for path in map(cached_path, jars) if path not in paths]
     return paths
 
 
@@ -118,7 +138,7 @@ def _fetch(jar_set: JarSet, jars: Sequence[LockedJar], *, progress: bool) -> Non
         print(f"chronolake: fetching the pinned {jar_set} jars ({len(jars)}) into "
               f"{cache_dir()} once ...", file=sys.stderr, flush=True)
     pinned = {jar.group_artifact for jar in jars}
-    excluded = {*ALWAYS_EXCLUDED, *(_lock_entry(jar_set)["provided"])} - pinned
+    excluded = {*_excluded(jar_set), *(_lock_entry(jar_set)["provided"])} - pinned
     with tempfile.TemporaryDirectory(prefix="chronolake-jars-") as folder:
         # Every pinned jar asked for by name: an exclusion then never drops one that is only
         # reached through an excluded module (commons-logging through Hadoop's client).
@@ -201,17 +221,32 @@ def _shipped_by_pyspark() -> set[str]:
             for jar in (SPARK_HOME / "jars").glob("*.jar")}
 
 
+def _excluded(jar_set: JarSet) -> tuple[str, ...]:
+    return (*ALWAYS_EXCLUDED, *EXCLUDED.get(jar_set, ()))
+
+
 def _lock_entry(jar_set: JarSet) -> dict[str, list]:
-    return dict(json.loads(LOCK_FILE.read_text())["sets"][jar_set.value])
+    entry = json.loads(LOCK_FILE.read_text())["sets"].get(jar_set.value)
+    if entry is None:
+        msg = (f"{LOCK_FILE.name} pins no {jar_set} jars ({', '.join(ROOTS[jar_set])}); pin "
+               f"them with 'python -m chronolake.jars lock {jar_set}' on a machine whose Maven "
+               "resolver serves those artifacts")
+        raise JarFetchError(msg)
+    return dict(entry)
 
 
-def write_lock() -> None:
-    """Resolve every set afresh and pin what pyspark does not ship (maintainers only)."""
+def write_lock(only: Iterable[JarSet] | None = None) -> None:
+    """Resolve the sets `only` names (every set when None) afresh and pin what pyspark does
+    not ship, keeping the other sets' pins as they are (maintainers only)."""
     shipped = _shipped_by_pyspark()
-    sets: dict[str, object] = {}
+    chosen = set(ROOTS if only is None else only)
+    sets: dict[str, object] = (
+        json.loads(LOCK_FILE.read_text())["sets"] if LOCK_FILE.is_file() else {})
     for jar_set, roots in ROOTS.items():
+        if jar_set not in chosen:
+            continue
         with tempfile.TemporaryDirectory(prefix="chronolake-lock-") as folder:
-            resolved = resolve(roots, ALWAYS_EXCLUDED, Path(folder))
+            resolved = resolve(roots, _excluded(jar_set), Path(folder))
             kept = {c: p for c, p in resolved.items() if c.split(":")[1] not in shipped}
             sets[jar_set.value] = {
                 "roots": list(roots),
@@ -219,25 +254,31 @@ def write_lock() -> None:
                 "jars": [{"coordinate": c, "file": p.name, "sha256": sha256_of(p)}
                          for c, p in sorted(kept.items())],
             }
-    LOCK_FILE.write_text(json.dumps({"spark": pyspark.__version__, "sets": sets}, indent=1)
+    ordered = {name: sets[name] for name in [s.value for s in JarSet] if name in sets}
+    LOCK_FILE.write_text(json.dumps({"spark": pyspark.__version__, "sets": ordered}, indent=1)
                          + "\n")
 
 
+USAGE = ("usage: python -m chronolake.jars fetch [delta-spark] [s3a] [s3-dynamodb] "
+         "| lock [delta-spark] [s3a] [s3-dynamodb]")
+
+
 def main(argv: Sequence[str]) -> int:
-    if argv[:1] == ["lock"]:
-        write_lock()
-        print(f"chronolake: pinned {LOCK_FILE}")
-        return 0
-    if argv[:1] == ["fetch"]:
-        try:
-            paths = jar_paths(JarSet(name) for name in argv[1:] or [s.value for s in JarSet])
-        except JarFetchError as error:
-            print(f"chronolake: {error}", file=sys.stderr)
-            return 1
-        print(f"chronolake: {len(paths)} pinned jars in {cache_dir()}")
-        return 0
-    print("usage: python -m chronolake.jars fetch [delta-spark] [s3a] | lock", file=sys.stderr)
-    return 2
+    names = [s.value for s in JarSet]
+    if argv[:1] not in (["lock"], ["fetch"]) or any(name not in names for name in argv[1:]):
+        print(USAGE, file=sys.stderr)
+        return 2
+    try:
+        if argv[0] == "lock":
+            write_lock([JarSet(name) for name in argv[1:]] or None)
+            print(f"chronolake: pinned {LOCK_FILE}")
+            return 0
+        paths = jar_paths([JarSet(name) for name in argv[1:]] or DEFAULT_SETS)
+    except JarFetchError as error:
+        print(f"chronolake: {error}", file=sys.stderr)
+        return 1
+    print(f"chronolake: {len(paths)} pinned jars in {cache_dir()}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -7,18 +7,22 @@ server) load Delta's pinned jars (`chronolake.jars`) and its extension and catal
 JVM writer commits what chronolake writes through Spark. With a lake on `s3://`, they load
 S3A and translate the standard AWS environment that obstore and delta-rs read
 (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ALLOW_HTTP`) into `spark.hadoop.fs.s3a.*`, since S3A
-reads none of it. A session the user brings keeps its own settings.
+reads none of it. With delta-spark on `s3://` and `CHRONOLAKE_DELTA_DYNAMODB_TABLE` set, they
+commit through Delta's DynamoDB log store, which several writers need
+(`dynamodb_log_store_settings`). A session the user brings keeps its own settings.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal, get_args
 from urllib.parse import urlparse
 
 from chronolake.errors import DefinitionError
-from chronolake.jars import JarSet, jar_paths
+from chronolake.jars import JarFetchError, JarSet, jar_paths
 
 BackendChoice = Literal["auto", "delta-rs", "delta-spark"]
 BACKEND_ENV = "CHRONOLAKE_BACKEND"
@@ -37,6 +41,12 @@ state reconstruction for a local session."""
 
 S3_SCHEMES = ("s3", "s3a")
 S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+
+DYNAMODB_TABLE_ENV = "CHRONOLAKE_DELTA_DYNAMODB_TABLE"
+"""The DynamoDB table through which Delta's JVM writer commits to `s3://` lakes, for several
+writers at once (unset: Delta's default S3 log store, safe for one writing JVM only)."""
+DYNAMODB_LOG_STORE = "io.delta.storage.S3DynamoDBLogStore"
+DYNAMODB_LOG_STORE_PREFIX = f"spark.{DYNAMODB_LOG_STORE}"
 
 
 def chosen_backend(explicit: str | None = None) -> BackendChoice:
@@ -69,17 +79,36 @@ def stack_settings(
 ) -> dict[str, str]:
     """The Spark settings a session that chronolake starts needs for `backend` (see
     `chosen_backend`) and a lake at `lake`: pinned jars (fetched once), Delta's extension,
-    and S3A's translation of the AWS environment."""
-    sets = [JarSet.DELTA_SPARK] if chosen_backend(backend) == "delta-spark" else []
+    S3A's translation of the AWS environment, and Delta's DynamoDB log store when
+    `CHRONOLAKE_DELTA_DYNAMODB_TABLE` asks for it on a bucket."""
+    delta_spark = chosen_backend(backend) == "delta-spark"
+    sets = [JarSet.DELTA_SPARK] if delta_spark else []
     settings: dict[str, str] = {}
     if sets:
         settings |= DELTA_SETTINGS
+    log_store: dict[str, str] = {}
     if on_object_store(lake):
         sets.append(JarSet.S3A)
         settings |= s3a_settings(os.environ)
+        if delta_spark:
+            log_store = dynamodb_log_store_settings(os.environ)
     if sets:
-        settings["spark.jars"] = ",".join(str(path) for path in jar_paths(sets))
+        paths = jar_paths(sets)
+        if log_store:
+            paths += [path for path in _log_store_jars() if path not in paths]
+            settings |= log_store
+        settings["spark.jars"] = ",".join(str(path) for path in paths)
     return settings
+
+
+def _log_store_jars() -> list[Path]:
+    try:
+        return jar_paths([JarSet.S3_DYNAMODB])
+    except JarFetchError as error:
+        msg = (f"{DYNAMODB_TABLE_ENV} asks for Delta's DynamoDB log store, whose jars are "
+               f"missing: {error}; or unset {DYNAMODB_TABLE_ENV} to commit through Delta's "
+               "default S3 log store (safe for one writing JVM only)")
+        raise JarFetchError(msg) from error
 
 
 def s3a_settings(environment: Mapping[str, str]) -> dict[str, str]:
@@ -103,4 +132,38 @@ def s3a_settings(environment: Mapping[str, str]) -> dict[str, str]:
             settings["spark.hadoop.fs.s3a.connection.ssl.enabled"] = "false"
     if region := environment.get("AWS_REGION") or environment.get("AWS_DEFAULT_REGION"):
         settings["spark.hadoop.fs.s3a.endpoint.region"] = region
+    return settings
+
+
+def dynamodb_log_store_settings(environment: Mapping[str, str]) -> dict[str, str]:
+    """Delta's S3DynamoDBLogStore for `s3://` and `s3a://` tables when `environment` names its
+    table (`CHRONOLAKE_DELTA_DYNAMODB_TABLE`), else nothing.
+
+    Delta's default S3 log store makes a commit exclusive only within one JVM: two sessions
+    that commit the same version of a table can both write it, and one commit is lost. This
+    store first claims the version with a conditional put in the DynamoDB table, so exactly
+    one writer gets it and the others retry on the next version. The table is created by
+    Delta on first use if missing (key `tablePath`, `fileName`; 5 read and write capacity
+    units unless `...S3DynamoDBLogStore.provisionedThroughput.rcu`/`.wcu` say otherwise).
+
+    The region is `AWS_REGION` (or `AWS_DEFAULT_REGION`; Delta's default is us-east-1). The
+    credentials are the AWS SDK v1's default chain, which reads the same environment as S3A.
+    Delta 4.4.0 has no endpoint setting: the store reaches AWS's DynamoDB in that region and
+    ignores `AWS_ENDPOINT_URL`; an emulator needs the JVM's own override (see
+    tests/test_dynamodb_log_store.py).
+    """
+    table = environment.get(DYNAMODB_TABLE_ENV, "").strip()
+    if not table:
+        return {}
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{3,255}", table):
+        msg = (f"{DYNAMODB_TABLE_ENV} is {table!r}; expected a DynamoDB table name (3 to 255 "
+               "letters, digits, '_', '-' or '.'); unset it to keep Delta's default log store")
+        raise DefinitionError(msg)
+    settings = {
+        "spark.delta.logStore.s3a.impl": DYNAMODB_LOG_STORE,
+        "spark.delta.logStore.s3.impl": DYNAMODB_LOG_STORE,
+        f"{DYNAMODB_LOG_STORE_PREFIX}.ddb.tableName": table,
+    }
+    if region := environment.get("AWS_REGION") or environment.get("AWS_DEFAULT_REGION"):
+        settings[f"{DYNAMODB_LOG_STORE_PREFIX}.ddb.region"] = region
     return settings
