@@ -126,3 +126,24 @@ def enable_cdf(path: str | Path) -> int:
     """One commit turning the change data feed on (later commits get `_change_data` files)."""
     DeltaTable(str(path)).alter.set_table_properties({"delta.enableChangeDataFeed": "true"})
     return DeltaTable(str(path)).version()
+
+
+def require_features(
+    path: Path, protocol: dict[str, object], configuration: dict[str, str]
+) -> None:
+    """Commit one more version to the table at `path` that changes its protocol (and
+    properties): what another engine that enables a table feature writes."""
+    table = DeltaTable(str(path))
+    metadata = table.metadata()
+    entries = [
+        {"commitInfo": {"timestamp": 1, "operation": "SET TBLPROPERTIES"}},
+        {"protocol": protocol},
+        {"metaData": {
+            "id": metadata.id, "format": {"provider": "parquet", "options": {}},
+            "schemaString": table.schema().to_json(), "partitionColumns": [],
+            "configuration": {**metadata.configuration, **configuration},
+            "createdTime": metadata.created_time,
+        }},
+    ]
+    log = path / "_delta_log" / f"{table.version() + 1:020d}.json"
+    log.write_text("".join(json.dumps(e) + "\n" for e in entries))

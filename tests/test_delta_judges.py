@@ -15,8 +15,10 @@ from deltatables import delete_rows, update_rows, write_commits
 from pyspark.sql import DataFrame, SparkSession
 
 from chronolake import Catalog
+from chronolake.errors import SourceError
 from chronolake.lake import ARRIVAL_ORDER, DeltaRsBackend, DeltaSparkBackend, delta_spark_available
 from chronolake.runtime.derived import DerivedTable
+from chronolake.spark_session import session_settings
 
 pytestmark = [pytest.mark.spark, pytest.mark.lake_contract]
 
@@ -151,14 +153,78 @@ def test_chronolake_reads_sources_delta_wrote_with_merge_deletion_vectors_and_op
     expected = (spark.read.format("delta").option("readChangeFeed", "true")
                 .option("startingVersion", 0).load(path)
                 .selectExpr("currency", "rate", "_change_type", "_commit_version"))
-    kinds = {"+I": "insert", "-U": "update_preimage", "+U": "update_postimage", "-D": "delete"}
     for backend in (DeltaRsBackend(spark), DeltaSparkBackend(spark)):
-        read = backend.changes(path, 0).orderBy(*ARRIVAL_ORDER)
-        ours = read.selectExpr(
-            "currency", "rate",
-            "CASE _row_kind " + " ".join(f"WHEN '{k}' THEN '{v}'" for k, v in kinds.items())
-            + " END AS _change_type", "_commit_version",
-        )
+        ours = _as_change_types(
+            backend.changes(path, 0).orderBy(*ARRIVAL_ORDER), "currency", "rate")
         assert _same_rows(ours, expected), backend.kind
         assert _same_rows(backend.snapshot(path),
                           spark.read.format("delta").load(path)), backend.kind
+
+
+def _as_change_types(changes: DataFrame, *columns: str) -> DataFrame:
+    """chronolake's changelog in the terms of Delta's change feed."""
+    kinds = {"+I": "insert", "-U": "update_preimage", "+U": "update_postimage", "-D": "delete"}
+    change_type = ("CASE _row_kind " + " ".join(f"WHEN '{k}' THEN '{v}'" for k, v in
+                                                  kinds.items()) + " END AS _change_type")
+    return changes.selectExpr(*columns, change_type, "_commit_version")
+
+
+def test_chronolake_reads_sources_delta_wrote_with_column_mapping_v2_checkpoints_and_vacuum(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Delta's own features on a CDC source: columns mapped by name (a rename), v2
+    checkpoints every two commits, and VACUUM after OPTIMIZE; both backends read the
+    changelog Delta's change feed reports, under the column's new name."""
+    path = str(tmp_path / "rates")
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (currency STRING, price BIGINT) USING delta "
+        "TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true', "
+        "'delta.columnMapping.mode' = 'name', 'delta.checkpointPolicy' = 'v2', "
+        "'delta.checkpointInterval' = '2', 'delta.enableDeletionVectors' = 'true')"
+    )
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES ('EUR', 2), ('USD', 1), ('GBP', 3)")
+    spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN price TO rate")
+    renamed = DeltaSparkBackend(spark).latest_version(path)
+    spark.sql(f"UPDATE delta.`{path}` SET rate = 5 WHERE currency = 'EUR'")
+    backends = (DeltaRsBackend(spark), DeltaSparkBackend(spark))
+    for backend in backends:  # rows written before the rename read under the new name
+        update = backend.changes(path, renamed + 1).select("currency", "rate", "_row_kind")
+        assert sorted(map(tuple, update.collect())) == [("EUR", 2, "-U"), ("EUR", 5, "+U")]
+    spark.sql(f"OPTIMIZE delta.`{path}`")
+    with session_settings(spark, {
+        "spark.databricks.delta.retentionDurationCheck.enabled": "false"
+    }):
+        spark.sql(f"VACUUM delta.`{path}` RETAIN 0 HOURS")
+    vacuumed = DeltaSparkBackend(spark).latest_version(path)
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE currency = 'GBP'")
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES ('JPY', 7)")
+    log = Path(path) / "_delta_log"
+    assert any(".checkpoint." in p.name and not p.name.endswith(".checkpoint.parquet")
+               for p in log.iterdir()), "Delta wrote v2 checkpoints"
+    delta_feed = (spark.read.format("delta").option("readChangeFeed", "true")
+                  .option("startingVersion", vacuumed + 1).load(path)
+                  .selectExpr("currency", "rate", "_change_type", "_commit_version"))
+    for backend in backends:
+        ours = _as_change_types(
+            backend.changes(path, vacuumed + 1).orderBy(*ARRIVAL_ORDER), "currency", "rate")
+        assert _same_rows(ours, delta_feed), backend.kind
+        assert _same_rows(backend.snapshot(path),
+                          spark.read.format("delta").load(path)), backend.kind
+        with pytest.raises(SourceError, match="missing \\(removed by VACUUM\\)"):
+            backend.changes(path, renamed + 1)
+
+
+def test_a_table_feature_chronolake_cannot_read_is_refused_by_name_on_either_backend(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Delta widens a column's type (the `typeWidening` feature): old files keep the narrow
+    type, which chronolake's reader does not widen, so it refuses the table by name."""
+    path = str(tmp_path / "widened")
+    spark.sql(f"CREATE TABLE delta.`{path}` (currency STRING, rate INT) USING delta "
+              "TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true', "
+              "'delta.enableTypeWidening' = 'true')")
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES ('EUR', 2)")
+    spark.sql(f"ALTER TABLE delta.`{path}` ALTER COLUMN rate TYPE BIGINT")
+    for backend in (DeltaRsBackend(spark), DeltaSparkBackend(spark)):
+        with pytest.raises(SourceError, match="'typeWidening'.*cannot read"):
+            backend.changes(path, 0)

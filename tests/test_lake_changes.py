@@ -13,6 +13,7 @@ from deltatables import (
     commit_files,
     delete_rows,
     enable_cdf,
+    require_features,
     rewrite_files,
     update_rows,
     write_commits,
@@ -264,13 +265,40 @@ def test_replaying_the_feed_rebuilds_the_snapshots(backend: LakeBackend, tmp_pat
     assert set(map(tuple, kinds_per_key.values())) <= {("+I",), ("-D",), ("-U", "+U")}
 
 
-def test_column_mapped_tables_are_refused(backend: LakeBackend, tmp_path: Path) -> None:
+def test_tables_mapping_columns_by_name_read_by_their_logical_names(
+    backend: LakeBackend, tmp_path: Path
+) -> None:
     path = tmp_path / "mapped"
-    write_deltalake(str(path), pa.table({"k": [1]}),
+    write_deltalake(str(path), pa.table({"k": [1], "v": ["a"]}),
                     configuration={"delta.columnMapping.mode": "name"})
-    with pytest.raises(SourceError, match="column mapping mode 'name' is not supported"):
-        backend.snapshot(path)
-    with pytest.raises(SourceError, match="column mapping mode 'name' is not supported"):
+    write_deltalake(str(path), pa.table({"k": [2], "v": ["b"]}), mode="append")
+    assert sorted(map(tuple, backend.snapshot(path).collect())) == [(1, "a"), (2, "b")]
+    appended = backend.appends(path, 0).orderBy(*ARRIVAL_ORDER)
+    assert [(r.k, r.v, r._row_kind) for r in appended.collect()] == [
+        (1, "a", "+I"), (2, "b", "+I")]
+    assert appended.columns[:2] == ["k", "v"]
+
+
+def test_a_table_feature_chronolake_cannot_read_is_refused_by_name(
+    backend: LakeBackend, tmp_path: Path
+) -> None:
+    path = tmp_path / "widened"
+    write_deltalake(str(path), pa.table({"k": [1]}))
+    require_features(path, {"minReaderVersion": 3, "minWriterVersion": 7,
+                    "readerFeatures": ["typeWidening"], "writerFeatures": ["typeWidening"]},
+             {"delta.enableTypeWidening": "true"})
+    for read in (lambda: backend.snapshot(path, 1), lambda: backend.appends(path, 0)):
+        with pytest.raises(SourceError, match=r"Delta table feature\(s\) 'typeWidening'.*"
+                           "cannot read; nothing was read or written"):
+            read()
+
+
+def test_column_mapping_by_id_is_refused_by_name(backend: LakeBackend, tmp_path: Path) -> None:
+    path = tmp_path / "by_id"
+    write_deltalake(str(path), pa.table({"k": [1]}))
+    require_features(path, {"minReaderVersion": 2, "minWriterVersion": 5},
+             {"delta.columnMapping.mode": "id"})
+    with pytest.raises(SourceError, match="maps columns by 'id'.*cannot read"):
         backend.appends(path, 0)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from deltatables import require_features
 from pyspark.sql import SparkSession
 
 from chronolake.errors import SourceError
@@ -49,6 +50,23 @@ def test_append_creates_the_table_and_a_retry_commits_nothing(
         (2, None, "b", None, "+I", 1),
         (1, DAY, "a", AT, "+I", 2),
     ]
+
+
+def test_a_table_feature_chronolake_cannot_write_is_refused_by_name_with_nothing_written(
+    spark: SparkSession, backend: LakeBackend, tmp_path: Path
+) -> None:
+    path = tmp_path / "tracked"
+    df = spark.createDataFrame([(1, DAY, "a", AT)], SCHEMA)
+    backend.append_dataframe(df, path, app_id="enrich", app_version=1)
+    require_features(path, {"minReaderVersion": 3, "minWriterVersion": 7,
+                            "readerFeatures": ["timestampNtz"],
+                            "writerFeatures": ["rowTracking", "domainMetadata", "timestampNtz"]},
+                     {"delta.enableRowTracking": "true"})
+    before = sorted(p.name for p in path.rglob("*"))
+    with pytest.raises(SourceError, match=r"feature\(s\) 'domainMetadata', 'rowTracking'.*"
+                       "cannot write; nothing was read or written"):
+        backend.append_dataframe(df, path, app_id="enrich", app_version=2)
+    assert sorted(p.name for p in path.rglob("*")) == before
 
 
 def test_partitioned_append_is_readable_by_delta_rs_too(

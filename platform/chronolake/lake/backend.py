@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
 
+from pyroaring import BitMap, FrozenBitMap
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -28,20 +29,23 @@ from chronolake.lake.changelog import (
     ROW_KIND,
     RowKind,
 )
+from chronolake.lake.deletion_vectors import read_vector
 from chronolake.lake.delta_log import (
     CDF_PROPERTY,
-    COLUMN_MAPPING_PROPERTY,
     ActionKind,
     FileAction,
     LogCommit,
 )
+from chronolake.lake.features import check_readable
 from chronolake.lake.files import (
     CHANGE_TYPE,
+    RowFilter,
     TaggedFile,
     file_name,
     file_uri,
     read_tagged_files,
 )
+from chronolake.lake.storage import Storage
 
 BackendKind = Literal["delta-rs", "delta-spark"]
 
@@ -76,6 +80,8 @@ class TableMetadata:
     schema: StructType
     partition_columns: tuple[str, ...]
     configuration: Mapping[str, str]
+    reader_features: frozenset[str] = frozenset()
+    """The table features a reader must support (Delta protocol's `readerFeatures`)."""
 
 
 class LakeBackend(ABC):
@@ -194,7 +200,8 @@ class LakeBackend(ABC):
 
     @abstractmethod
     def _table_metadata(self, path: str | Path, version: int) -> TableMetadata:
-        """Schema, partition columns and properties at `version`."""
+        """Schema (with column mapping's physical names in its fields' metadata), partition
+        columns, properties and reader features at `version`."""
 
     @abstractmethod
     def _read_log(self, path: str | Path, versions: range) -> dict[int, LogCommit]:
@@ -242,7 +249,9 @@ class LakeBackend(ABC):
         its `_change_data` files (insert -> +I, update_preimage -> -U,
         update_postimage -> +U, delete -> -D); a commit without them
         contributes the rows of the files it removed as -D and the rows of the
-        files it added as +I. Files that only move rows (OPTIMIZE) are
+        files it added as +I, and a file it re-adds with a new deletion vector
+        (Delta's DELETE and UPDATE on such tables write no change data) the
+        rows the new vector deletes as -D. Files that only move rows (OPTIMIZE) are
         skipped. Within a commit, retractions (-U, -D) come before additions
         (so a row a commit copies into a new file ends up present, and a -U
         precedes its +U), each in logged file order, then row order.
@@ -253,15 +262,14 @@ class LakeBackend(ABC):
         commits = self._log_range(path, start, end)
         metadata = self._readable_metadata(path, commits[-1].version)
         self._check_cdf(path, commits)
-        files: list[tuple[LogCommit, FileAction, str | None]] = []
+        entries: list[_Entry] = []
         for commit in commits:
             cdc = commit.files(ActionKind.CDC)
             if cdc:
-                files += [(commit, action, None) for action in cdc]
+                entries += [_Entry(commit, action, None) for action in cdc]
             else:
-                files += [(commit, a, "delete") for a in commit.files(ActionKind.REMOVE)]
-                files += [(commit, a, "insert") for a in commit.files(ActionKind.ADD)]
-        return self._changelog(path, metadata, files)
+                entries += _file_changes(commit)
+        return self._changelog(path, metadata, entries)
 
     def appends(self, path: str | Path, start: int, end: int | None = None) -> DataFrame:
         """The rows added by versions `start..end` (inclusive) as `+I` rows of a changelog.
@@ -273,7 +281,7 @@ class LakeBackend(ABC):
         """
         commits = self._log_range(path, start, end)
         metadata = self._readable_metadata(path, commits[-1].version)
-        files: list[tuple[LogCommit, FileAction, str | None]] = []
+        entries: list[_Entry] = []
         for commit in commits:
             if commit.files(ActionKind.REMOVE):
                 msg = (
@@ -283,20 +291,17 @@ class LakeBackend(ABC):
                     "its updates and deletes (tables rewritten by OVERWRITE are not supported yet)"
                 )
                 raise SourceError(msg)
-            files += [(commit, a, "insert") for a in commit.files(ActionKind.ADD)]
-        return self._changelog(path, metadata, files)
+            entries += [_Entry(commit, a, "insert") for a in commit.files(ActionKind.ADD)]
+        return self._changelog(path, metadata, entries)
 
     def _changelog(
-        self,
-        path: str | Path,
-        metadata: TableMetadata,
-        files: list[tuple[LogCommit, FileAction, str | None]],
+        self, path: str | Path, metadata: TableMetadata, entries: list[_Entry]
     ) -> DataFrame:
         orders: dict[int, int] = {}
         tagged: list[TaggedFile] = []
-        for commit, action, change_type in files:
-            if action.has_deletion_vector:
-                raise SourceError(_deletion_vector_message(path, commit.version))
+        storage = Storage(path)
+        for entry in entries:
+            commit, action = entry.commit, entry.action
             order = orders[commit.version] = orders.get(commit.version, -1) + 1
             tagged.append(
                 TaggedFile(
@@ -304,8 +309,9 @@ class LakeBackend(ABC):
                     version=commit.version,
                     order=order,
                     timestamp_ms=commit.timestamp_ms,
-                    change_type=change_type,
+                    change_type=entry.change_type,
                     partition_values=action.partition_values,
+                    row_filter=entry.row_filter(storage),
                 )
             )
         self._check_files_exist(path, tagged)
@@ -360,15 +366,9 @@ class LakeBackend(ABC):
         return [commits[v] for v in versions]
 
     def _readable_metadata(self, path: str | Path, version: int) -> TableMetadata:
+        """`_table_metadata`, after refusing by name a version chronolake cannot read."""
         metadata = self._table_metadata(path, version)
-        mode = metadata.configuration.get(COLUMN_MAPPING_PROPERTY, "none")
-        if mode != "none":
-            msg = (
-                f"{path}: column mapping mode {mode!r} is not supported (data files then use "
-                "physical column names); expected 'none'; rewrite the table without "
-                f"{COLUMN_MAPPING_PROPERTY}"
-            )
-            raise SourceError(msg)
+        check_readable(path, version, metadata.reader_features, metadata.configuration)
         return metadata
 
     def _check_cdf(self, path: str | Path, commits: list[LogCommit]) -> None:
@@ -400,6 +400,42 @@ class LakeBackend(ABC):
             raise SourceError(msg)
 
 
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """A logged file whose rows a changelog reads, with their change type (None: a change
+    data file's rows carry theirs); `previous`, for a file re-added with a new deletion
+    vector, is the entry it replaces: only the rows newly deleted are read."""
+
+    commit: LogCommit
+    action: FileAction
+    change_type: str | None
+    previous: FileAction | None = None
+
+    def row_filter(self, table: Storage) -> RowFilter | None:
+        """Which rows of the file this entry stands for (None: all of them)."""
+        vector = self.action.deletion_vector
+        rows = read_vector(table, vector) if vector else BitMap()
+        if self.previous is not None:
+            before = self.previous.deletion_vector
+            return RowFilter(FrozenBitMap(rows - (read_vector(table, before) if before
+                                                  else BitMap())), only=True)
+        return RowFilter(FrozenBitMap(rows), only=False) if vector else None
+
+
+def _file_changes(commit: LogCommit) -> list[_Entry]:
+    """A commit without change data files: its removed files' rows are deleted, its added
+    files' rows inserted, and a file it removes and re-adds under the same path (a new
+    deletion vector) contributes the rows the new vector deletes."""
+    removed = {a.path: a for a in commit.files(ActionKind.REMOVE)}
+    added = commit.files(ActionKind.ADD)
+    readded = {a.path for a in added} & set(removed)
+    return [
+        *(_Entry(commit, a, "delete") for a in removed.values() if a.path not in readded),
+        *(_Entry(commit, a, "delete", removed[a.path]) for a in added if a.path in readded),
+        *(_Entry(commit, a, "insert") for a in added if a.path not in readded),
+    ]
+
+
 def not_a_delta_table(path: str | Path) -> SourceError:
     """The error for a table location without a Delta log."""
     msg = (
@@ -408,14 +444,6 @@ def not_a_delta_table(path: str | Path) -> SourceError:
         "resolved against the lake root) or create the table first"
     )
     return SourceError(msg)
-
-
-def _deletion_vector_message(path: str | Path, version: int) -> str:
-    return (
-        f"{path}: version {version} marks deleted rows with deletion vectors, which chronolake "
-        "cannot read yet; expected rewritten files; set delta.enableDeletionVectors = false and "
-        "purge them (REORG TABLE ... APPLY (PURGE)), then read from a later version"
-    )
 
 
 def version_spans(versions: Sequence[int]) -> str:

@@ -19,13 +19,15 @@ import struct
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from uuid import uuid4
+from urllib.parse import unquote
+from uuid import UUID, uuid4
 
 import numpy as np
 import pyarrow as pa
 from deltalake import DeltaTable
 from pyroaring import BitMap
 
+from chronolake.errors import SourceError
 from chronolake.lake.delta_log import CDF_PROPERTY
 from chronolake.lake.files import DELETED_FILE, DELETED_ROW
 from chronolake.lake.storage import Storage
@@ -128,9 +130,63 @@ def enabling_actions(table: DeltaTable) -> list[dict[str, object]]:
     ]
 
 
+def read_vector(table: Storage, descriptor: Mapping[str, object]) -> BitMap:
+    """The row indexes a deletion vector descriptor (from an `add` or `remove`) deletes:
+    stored in a file of the table (`u`: a random prefix and the file's UUID), at an absolute
+    path (`p`), or inline in the descriptor (`i`)."""
+    kind, where = str(descriptor["storageType"]), str(descriptor["pathOrInlineDv"])
+    if kind == "i":
+        return _from_bitmap_array(_unz85(where))
+    if kind == "u":
+        prefix, uuid = where[:-20], UUID(bytes=_unz85(where[-20:]))
+        key = f"{prefix}/" if prefix else ""
+        content = table.read_bytes(f"{key}deletion_vector_{uuid}.bin")
+    else:
+        folder, name = unquote(where).rsplit("/", 1)
+        content = Storage(folder).read_bytes(name)
+    if content is None:
+        msg = (f"{table.location}: the deletion vector file {where!r} is missing; expected "
+               "the file the Delta log names; restore it, or run a full refresh")
+        raise SourceError(msg)
+    offset = int(str(descriptor.get("offset") or 0))
+    (size,) = struct.unpack_from(">i", content, offset)
+    return _from_bitmap_array(content[offset + 4:offset + 4 + size])
+
+
+def _from_bitmap_array(data: bytes) -> BitMap:
+    """Row indexes (below 2^32, this reader's limit) from Delta's RoaringBitmapArray."""
+    magic, count = struct.unpack_from("<iq", data, 0)
+    if magic != _MAGIC:
+        msg = f"not a Delta deletion vector (magic number {magic}, expected {_MAGIC})"
+        raise SourceError(msg)
+    rows, at = BitMap(), 12
+    for _ in range(count):
+        (key,) = struct.unpack_from("<i", data, at)
+        bitmap = BitMap.deserialize(data[at + 4:])
+        if key != 0 and len(bitmap):
+            msg = ("a deletion vector deletes rows beyond 2^32 of one file, which chronolake "
+                   "cannot read; rewrite the file (REORG TABLE ... APPLY (PURGE))")
+            raise SourceError(msg)
+        rows |= bitmap
+        at += 4 + len(bitmap.serialize())
+    return rows
+
+
 def _bitmap_array(rows: BitMap) -> bytes:
     """Delta's RoaringBitmapArray of `rows` (row indexes of one file, below 2^32)."""
     return struct.pack("<iqi", _MAGIC, 1, 0) + rows.serialize()
+
+
+def _unz85(text: str) -> bytes:
+    """Z85 decoding: every five characters are four bytes."""
+    digits = {c: i for i, c in enumerate(_Z85)}
+    out = bytearray()
+    for start in range(0, len(text), 5):
+        value = 0
+        for char in text[start:start + 5]:
+            value = value * 85 + digits[char]
+        out += value.to_bytes(4, "big")
+    return bytes(out)
 
 
 def _z85(data: bytes) -> str:

@@ -55,6 +55,10 @@ class LogCommit:
     transactions: Mapping[str, int] = field(default_factory=dict)
     """The application transactions (`txn`: app id to version) the commit records: the
     attempt token an exactly-once writer checks to know its write committed."""
+    metadata: Mapping[str, object] | None = None
+    """The commit's `metaData` action, when it changes the table's schema or properties."""
+    protocol: Mapping[str, object] | None = None
+    """The commit's `protocol` action, when it changes the versions or features required."""
 
     def files(self, kind: ActionKind) -> list[FileAction]:
         """The commit's data-changing actions of one kind, in log order.
@@ -91,6 +95,8 @@ def parse_commit(version: int, lines: Iterable[str], *, fallback_timestamp_ms: i
     configuration: Mapping[str, str] | None = None
     commit_info: Mapping[str, object] = {}
     transactions: dict[str, int] = {}
+    metadata: Mapping[str, object] | None = None
+    protocol: Mapping[str, object] | None = None
     for line in lines:
         if not line.strip():
             continue
@@ -100,8 +106,11 @@ def parse_commit(version: int, lines: Iterable[str], *, fallback_timestamp_ms: i
             stamp = info.get("inCommitTimestamp") or info.get("timestamp")
             timestamp_ms = int(stamp or timestamp_ms)
             operation = str(info.get("operation", operation))
-        elif metadata := entry.get("metaData"):
+        elif "metaData" in entry:
+            metadata = entry["metaData"]
             configuration = dict(metadata.get("configuration") or {})
+        elif "protocol" in entry:
+            protocol = entry["protocol"]
         elif txn := entry.get("txn"):
             transactions[str(txn["appId"])] = int(txn["version"])
         for kind in ActionKind:
@@ -117,5 +126,5 @@ def parse_commit(version: int, lines: Iterable[str], *, fallback_timestamp_ms: i
                 )
     return LogCommit(
         version, timestamp_ms, operation, tuple(actions), configuration, commit_info,
-        transactions,
+        transactions, metadata, protocol,
     )

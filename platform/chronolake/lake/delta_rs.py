@@ -35,6 +35,7 @@ from chronolake.lake.delta_log import (
     ActionKind,
     LogCommit,
 )
+from chronolake.lake.features import check_readable, check_writable
 from chronolake.lake.files import (
     DELETED_FILE,
     DELETED_ROW,
@@ -46,6 +47,7 @@ from chronolake.lake.files import (
 from chronolake.lake.log_reader import log_names, read_commits
 from chronolake.lake.staging import write_staged
 from chronolake.lake.storage import Storage, as_location, missing
+from chronolake.lake.table_state import latest_state
 from chronolake.lake.upserts import (
     FILE_NAME,
     ROW_INDEX,
@@ -313,7 +315,13 @@ class DeltaRsBackend(LakeBackend):
     ) -> DeltaTable:
         """The table at `version`; `with_files=False` skips loading its file list."""
         self._require_table(path)
-        table = DeltaTable(str(path), without_files=not with_files)
+        try:
+            table = DeltaTable(str(path), without_files=not with_files)
+        except DeltaError:
+            # delta-rs refuses features it lacks in its own words: name them as chronolake does
+            state = latest_state(Storage(path))
+            check_readable(path, state.version, state.reader_features, state.configuration)
+            raise
         latest = table.version()
         if version is None or version == latest:
             return table
@@ -341,6 +349,7 @@ class DeltaRsBackend(LakeBackend):
             schema=StructType.fromJson(json.loads(table.schema().to_json())),
             partition_columns=tuple(metadata.partition_columns),
             configuration=dict(metadata.configuration),
+            reader_features=frozenset(table.protocol().reader_features or ()),
         )
 
     def _read_log(self, path: str | Path, versions: range) -> dict[int, LogCommit]:
@@ -356,9 +365,20 @@ class DeltaRsBackend(LakeBackend):
 def _create_if_missing(
     df: DataFrame, root: Storage, partition_by: Sequence[str], *, enable_cdf: bool
 ) -> DeltaTable:
-    return open_or_create(
-        root.location, Schema.from_json(df.schema.json()), partition_by, enable_cdf=enable_cdf
-    )
+    try:
+        table = open_or_create(
+            root.location, Schema.from_json(df.schema.json()), partition_by,
+            enable_cdf=enable_cdf,
+        )
+    except DeltaError:
+        # delta-rs refuses features it lacks in its own words: name them as chronolake does
+        state = latest_state(root)
+        check_writable(root.location, state.version, state.reader_features | state.writer_features)
+        raise
+    protocol = table.protocol()
+    check_writable(root.location, table.version(),
+                   [*(protocol.reader_features or []), *(protocol.writer_features or [])])
+    return table
 
 
 def _write_files(df: DataFrame, root: Storage, partition_columns: list[str]) -> list[AddAction]:

@@ -26,6 +26,7 @@ from chronolake.lake.delta_log import CDF_PROPERTY, LogCommit
 from chronolake.lake.files import POSITION_STRIDE, file_name
 from chronolake.lake.log_reader import read_commits
 from chronolake.lake.storage import Storage, as_location, missing
+from chronolake.lake.table_state import table_state
 from chronolake.lake.upserts import RETRACTED, last_changes
 from chronolake.spark_session import join_local, session_settings
 from chronolake.stack import DELTA_EXTENSION
@@ -236,17 +237,12 @@ class DeltaSparkBackend(LakeBackend):
         return self._committed_version(path, before, app_id, app_version)
 
     def _table_metadata(self, path: str | Path, version: int) -> TableMetadata:
-        schema = self.snapshot(path, version).schema
-        # DESCRIBE DETAIL knows only the latest version's partitioning and properties;
-        # metadata changes inside a read range still come from the log (see `changes`).
-        detail = self.spark.sql(f"DESCRIBE DETAIL {_sql_table(path)}")
-        # DESCRIBE DETAIL is one row of table metadata.
-        (row,) = detail.select("partitionColumns", "properties").collect()
-        return TableMetadata(
-            schema=schema,
-            partition_columns=tuple(row["partitionColumns"]),
-            configuration=dict(row["properties"]),
-        )
+        # From the log: Delta's frames drop column mapping's physical names from the schema,
+        # and DESCRIBE DETAIL knows only the latest version. Delta checkpoints every ten
+        # commits, so this is a few small reads.
+        state = table_state(Storage(path), version)
+        return TableMetadata(state.schema, state.partition_columns, state.configuration,
+                             state.reader_features)
 
     def _read_log(self, path: str | Path, versions: range) -> dict[int, LogCommit]:
         return read_commits(Storage(path), versions)

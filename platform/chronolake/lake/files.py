@@ -15,15 +15,29 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+import numpy as np
+import pyarrow as pa
+from pyroaring import FrozenBitMap
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from chronolake.errors import SourceError
 from chronolake.lake.changelog import COMMIT_TIMESTAMP, COMMIT_VERSION, POSITION
 from chronolake.spark_session import Row, join_local
 
 CHANGE_TYPE = "_change_type"
+PHYSICAL_NAME = "delta.columnMapping.physicalName"
+"""Under column mapping, the name a column has in the data files (and partition values)."""
 DELETED_FILE, DELETED_ROW = "file_name", "row_index"
 """The columns of a table of rows deleted by deletion vectors."""
 # `_position` = file order * stride + row index: ordered like (file order, row index), and a
@@ -42,6 +56,18 @@ _ROW = "__chronolake_row"
 _ORDER = "__chronolake_order"
 _TIMESTAMP_MS = "__chronolake_timestamp_ms"
 _FILE_CHANGE = "__chronolake_change"
+_ENTRY = "__chronolake_entry"
+_FILTER = "__chronolake_filter"
+_NAMED = "__chronolake_named"
+
+
+@dataclass(frozen=True, slots=True)
+class RowFilter:
+    """The rows of a data file one of its log entries stands for: `rows` only, or every row
+    but `rows` (those a deletion vector already deleted)."""
+
+    rows: FrozenBitMap
+    only: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +84,7 @@ class TaggedFile:
     timestamp_ms: int
     change_type: str | None
     partition_values: Mapping[str, str | None]
+    row_filter: RowFilter | None = None
 
     @property
     def name(self) -> str:
@@ -81,7 +108,7 @@ def tagged_schema(schema: StructType) -> StructType:
     """The schema `read_tagged_files` returns: the table's columns, change type, commit facts."""
     return StructType(
         [
-            *schema.fields,
+            *(StructField(f.name, _logical_type(f.dataType), f.nullable) for f in schema.fields),
             StructField(CHANGE_TYPE, StringType()),
             StructField(COMMIT_VERSION, LongType()),
             StructField(COMMIT_TIMESTAMP, TimestampType()),
@@ -110,10 +137,10 @@ def read_tagged_files(
     if not files:
         return spark.createDataFrame([], tagged_schema(schema))
     _check_unique_names(files, table)
-    partitioned = [f.name for f in schema.fields if f.name in partition_columns]
+    partitioned = [f for f in schema.fields if f.name in partition_columns]
+    stored = [f for f in schema.fields if f.name not in partition_columns]
     read_schema = StructType(
-        [f for f in schema.fields if f.name not in partition_columns]
-        + [StructField(CHANGE_TYPE, StringType())]
+        [_physical(f) for f in stored] + [StructField(CHANGE_TYPE, StringType())]
     )
     uris = list(dict.fromkeys(f.uri for f in files))
     with _listed_on_the_driver(spark, len(uris)):
@@ -126,11 +153,12 @@ def read_tagged_files(
     if deleted is not None:
         data = without_deleted(data, deleted, file_column=_FILE, row_column=_ROW)
     tags = StructType(_tag_fields(len(partitioned)))
-    joined = join_local(data, tags, _tag_rows(files, partitioned), [_FILE])
+    joined = _filtered(spark, join_local(data, tags, _tag_rows(files, partitioned), [_FILE]),
+                       files)
     columns: list[Column] = [
-        _partition_value(partitioned.index(f.name), f.dataType.simpleString()).alias(f.name)
-        if f.name in partitioned
-        else F.col(f"`{f.name}`")
+        _partition_value(partitioned.index(f), f.dataType.simpleString()).alias(f.name)
+        if f in partitioned
+        else _logical_column(f)
         for f in schema.fields
     ]
     change = F.coalesce(F.col(_FILE_CHANGE), F.col(CHANGE_TYPE))
@@ -142,6 +170,64 @@ def read_tagged_files(
         F.timestamp_millis(F.col(_TIMESTAMP_MS)).alias(COMMIT_TIMESTAMP),
         (F.col(_ORDER) * F.lit(POSITION_STRIDE) + F.col(_ROW) - shift).alias(POSITION),
     )
+
+
+def _filtered(spark: SparkSession, joined: DataFrame, files: Sequence[TaggedFile]) -> DataFrame:
+    """`joined` (each file's rows, tagged by entry) with every entry's `row_filter` applied:
+    one broadcast join with the filters' rows, as many as the deletion vectors name."""
+    filtered = [(index, f.row_filter) for index, f in enumerate(files) if f.row_filter]
+    if not filtered:
+        return joined
+    entries = np.concatenate([np.full(len(r.rows), i, dtype=np.int64) for i, r in filtered])
+    rows = np.concatenate([np.asarray(r.rows.to_array(), dtype=np.int64) for _, r in filtered])
+    named = spark.createDataFrame(pa.table({_ENTRY: entries, _ROW: rows})).withColumn(
+        _NAMED, F.lit(True))
+    mode = F.col(_FILTER)
+    keep = (mode.isNull() | ((mode == "except") & F.col(_NAMED).isNull())
+            | ((mode == "only") & F.col(_NAMED).isNotNull()))
+    return joined.join(F.broadcast(named), on=[_ENTRY, _ROW], how="left").where(keep)
+
+
+def _physical(field: StructField) -> StructField:
+    """`field` as the data files hold it: its physical name under column mapping, nested
+    fields too; without column mapping, `field` itself."""
+    name = field.metadata.get(PHYSICAL_NAME, field.name)
+    return StructField(name, _physical_type(field.dataType), field.nullable)
+
+
+def _physical_type(data_type: DataType) -> DataType:
+    if isinstance(data_type, StructType):
+        return StructType([_physical(f) for f in data_type.fields])
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_physical_type(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, MapType):
+        return MapType(_physical_type(data_type.keyType), _physical_type(data_type.valueType),
+                       data_type.valueContainsNull)
+    return data_type
+
+
+def _logical_type(data_type: DataType) -> DataType:
+    """`data_type` with its nested fields' Delta metadata dropped: a table chronolake writes
+    from these rows maps no columns."""
+    if isinstance(data_type, StructType):
+        return StructType([StructField(f.name, _logical_type(f.dataType), f.nullable)
+                           for f in data_type.fields])
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_logical_type(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, MapType):
+        return MapType(_logical_type(data_type.keyType), _logical_type(data_type.valueType),
+                       data_type.valueContainsNull)
+    return data_type
+
+
+def _logical_column(field: StructField) -> Column:
+    """A stored column read by its physical name, under its logical name (a nested type is
+    cast: Spark casts structs field by field, in order)."""
+    physical = _physical(field)
+    column = F.col(f"`{physical.name}`")
+    if physical.dataType != field.dataType:
+        column = column.cast(_logical_type(field.dataType))
+    return column.alias(field.name)
 
 
 def without_deleted(
@@ -180,6 +266,8 @@ def _partition_value(index: int, spark_type: str) -> Column:
 def _tag_fields(partition_count: int) -> list[StructField]:
     fields = [
         StructField(_FILE, StringType(), False),
+        StructField(_ENTRY, LongType(), False),
+        StructField(_FILTER, StringType()),
         StructField(COMMIT_VERSION, LongType(), False),
         StructField(_ORDER, LongType(), False),
         StructField(_TIMESTAMP_MS, LongType(), False),
@@ -189,12 +277,22 @@ def _tag_fields(partition_count: int) -> list[StructField]:
                      for i in range(partition_count)]
 
 
-def _tag_rows(files: Sequence[TaggedFile], partitioned: list[str]) -> list[Row]:
+def _tag_rows(files: Sequence[TaggedFile], partitioned: list[StructField]) -> list[Row]:
+    # Under column mapping the log keys partition values by physical name.
+    keys = [(_physical(f).name, f.name) for f in partitioned]
     return [
-        (f.name, f.version, f.order, f.timestamp_ms, f.change_type,
-         *(f.partition_values.get(name) for name in partitioned))
-        for f in files
+        (f.name, index, _filter_mode(f.row_filter), f.version, f.order, f.timestamp_ms,
+         f.change_type,
+         *(f.partition_values.get(physical, f.partition_values.get(name))
+           for physical, name in keys))
+        for index, f in enumerate(files)
     ]
+
+
+def _filter_mode(row_filter: RowFilter | None) -> str | None:
+    if row_filter is None:
+        return None
+    return "only" if row_filter.only else "except"
 
 
 def _check_unique_names(files: Sequence[TaggedFile], table: str) -> None:
