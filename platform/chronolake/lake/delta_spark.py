@@ -24,7 +24,7 @@ from chronolake.lake.changelog import POSITION
 from chronolake.lake.deletion_vectors import ENABLE_PROPERTY
 from chronolake.lake.delta_log import CDF_PROPERTY, LogCommit
 from chronolake.lake.files import POSITION_STRIDE, file_name
-from chronolake.lake.log_reader import read_commits
+from chronolake.lake.log_reader import latest_version, read_commits
 from chronolake.lake.storage import Storage, as_location, missing
 from chronolake.lake.table_state import table_state
 from chronolake.lake.upserts import RETRACTED, last_changes
@@ -85,9 +85,7 @@ class DeltaSparkBackend(LakeBackend):
 
     def latest_version(self, path: str | Path) -> int:
         self._require_table(path)
-        # One history row: metadata-sized.
-        row = self.spark.sql(f"DESCRIBE HISTORY {_sql_table(path)} LIMIT 1").first()
-        return int(row["version"]) if row else 0
+        return latest_version(Storage(path)) or 0
 
     def table_id(self, path: str | Path) -> str:
         self._require_table(path)

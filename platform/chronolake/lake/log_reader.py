@@ -4,10 +4,16 @@ answers the same for tables either backend wrote."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from chronolake.lake.delta_log import LogCommit, log_file_name, parse_commit
 from chronolake.lake.storage import Storage
+
+LOG = "_delta_log"
+# A commit (`<version>.json`) or a checkpoint (`<version>.checkpoint[.<part or uuid>].parquet`
+# or `.json`): the version is the name's first twenty digits.
+_VERSIONED = re.compile(r"^(\d{20})\.(json|checkpoint(\.[^/]+)?\.(parquet|json))$")
 
 
 def read_commits(
@@ -35,3 +41,11 @@ def log_names(table: Storage) -> set[str] | None:
     """The names in an object store's `_delta_log`; None on a disk, where reading a missing
     commit costs what asking for it would."""
     return None if isinstance(table.location, Path) else set(table.names("_delta_log"))
+
+
+def latest_version(table: Storage) -> int | None:
+    """The table's newest version by one listing of its log (None: no commit yet): what
+    Delta's and delta-rs's own snapshots find, without a Spark job."""
+    versions = [int(match.group(1)) for match in map(_VERSIONED.match, table.names(LOG))
+                if match]
+    return max(versions, default=None)

@@ -18,14 +18,12 @@ import pyarrow.parquet as pq
 from pyspark.sql.types import StructType
 
 from chronolake.errors import SourceError
-from chronolake.lake.log_reader import read_commits
+from chronolake.lake.log_reader import LOG, latest_version, read_commits
 from chronolake.lake.storage import Storage
 
-LOG = "_delta_log"
 # `<version>.checkpoint.parquet`, `<version>.checkpoint.<part>.<parts>.parquet` (multi-part)
 # and `<version>.checkpoint.<uuid>.json|parquet` (v2): the version is the name's first part.
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.[^/]+)?\.(parquet|json)$")
-_COMMIT = re.compile(r"^\d{20}\.json$")
 _ACTIONS = ("metaData", "protocol")
 
 
@@ -95,13 +93,11 @@ def table_state(table: Storage, version: int) -> TableState:
 
 def latest_state(table: Storage) -> TableState:
     """The metadata and protocol of the table's newest version."""
-    names = table.names(LOG)
-    versions = [int(n[:20]) for n in names if _COMMIT.match(n)]
-    versions += [v for v in map(_checkpoint_version, names) if v is not None]
-    if not versions:
+    version = latest_version(table)
+    if version is None:
         msg = f"{table.location}: no Delta commits in {LOG}; expected a Delta table"
         raise SourceError(msg)
-    return table_state(table, max(versions))
+    return table_state(table, version)
 
 
 def _checkpoint_version(name: str) -> int | None:
