@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import overload
 from urllib.parse import unquote
 
 import numpy as np
@@ -108,7 +109,7 @@ def tagged_schema(schema: StructType) -> StructType:
     """The schema `read_tagged_files` returns: the table's columns, change type, commit facts."""
     return StructType(
         [
-            *(StructField(f.name, _logical_type(f.dataType), f.nullable) for f in schema.fields),
+            *(StructField(f.name, logical_type(f.dataType), f.nullable) for f in schema.fields),
             StructField(CHANGE_TYPE, StringType()),
             StructField(COMMIT_VERSION, LongType()),
             StructField(COMMIT_TIMESTAMP, TimestampType()),
@@ -206,16 +207,24 @@ def _physical_type(data_type: DataType) -> DataType:
     return data_type
 
 
-def _logical_type(data_type: DataType) -> DataType:
+@overload
+def logical_type(data_type: StructType) -> StructType: ...
+
+
+@overload
+def logical_type(data_type: DataType) -> DataType: ...
+
+
+def logical_type(data_type: DataType) -> DataType:
     """`data_type` with its nested fields' Delta metadata dropped: a table chronolake writes
     from these rows maps no columns."""
     if isinstance(data_type, StructType):
-        return StructType([StructField(f.name, _logical_type(f.dataType), f.nullable)
+        return StructType([StructField(f.name, logical_type(f.dataType), f.nullable)
                            for f in data_type.fields])
     if isinstance(data_type, ArrayType):
-        return ArrayType(_logical_type(data_type.elementType), data_type.containsNull)
+        return ArrayType(logical_type(data_type.elementType), data_type.containsNull)
     if isinstance(data_type, MapType):
-        return MapType(_logical_type(data_type.keyType), _logical_type(data_type.valueType),
+        return MapType(logical_type(data_type.keyType), logical_type(data_type.valueType),
                        data_type.valueContainsNull)
     return data_type
 
@@ -226,7 +235,7 @@ def _logical_column(field: StructField) -> Column:
     physical = _physical(field)
     column = F.col(f"`{physical.name}`")
     if physical.dataType != field.dataType:
-        column = column.cast(_logical_type(field.dataType))
+        column = column.cast(logical_type(field.dataType))
     return column.alias(field.name)
 
 

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.types import StructType
 
 from chronolake.errors import SourceError
+from chronolake.lake.files import logical_type
 from chronolake.lake.log_reader import LOG, latest_version, read_commits
 from chronolake.lake.storage import Storage
 
@@ -39,6 +40,11 @@ class TableState:
     def schema(self) -> StructType:
         """The table's schema with Delta's field metadata (column mapping's physical names)."""
         return StructType.fromJson(json.loads(str(self.metadata["schemaString"])))
+
+    @property
+    def logical_schema(self) -> StructType:
+        """The schema as readers see it: names and types, without Delta's field metadata."""
+        return logical_type(self.schema)
 
     @property
     def partition_columns(self) -> tuple[str, ...]:

@@ -2,12 +2,13 @@
 rows.
 
 These take a table location, not a spec: Dagster assets observe and
-materialize tables without a changelog in sight.
+materialize tables without a changelog in sight. The log's facts (version, commits, schema,
+partitioning) come from the one log reader, so they read the same whichever engine wrote
+the table; those of the files (rows, values) from delta-rs's snapshot of them.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -19,22 +20,31 @@ from pyspark.sql.types import StructType
 from chronolake.errors import ChronolakeError
 from chronolake.lake.backend import not_a_delta_table
 from chronolake.lake.deletion_vectors import deleted_rows
+from chronolake.lake.log_reader import latest_version, read_commits
+from chronolake.lake.storage import Storage
+from chronolake.lake.table_state import table_state
 
 
 def table_version(path: str | Path) -> int:
     """The latest Delta version at `path`, from the log alone (no Spark)."""
-    return _table(path, with_files=False).version()
+    version = latest_version(Storage(path))
+    if version is None:
+        raise not_a_delta_table(path)
+    return version
 
 
 def is_table(path: str | Path) -> bool:
-    """Whether `path` holds a Delta table (its log, no Spark)."""
-    return DeltaTable.is_deltatable(str(path))
+    """Whether `path` holds a Delta table (a commit or checkpoint in its log, no Spark)."""
+    return latest_version(Storage(path)) is not None
 
 
 def latest_commits(path: str | Path, count: int) -> list[dict[str, object]]:
     """The `count` latest commits' `commitInfo` (newest first, with `version` and
     `operationMetrics`), from the log alone."""
-    return _table(path, with_files=False).history(limit=count)
+    latest = table_version(path)
+    commits = read_commits(Storage(path), range(max(latest - count + 1, 0), latest + 1))
+    return [{**commit.info, "version": version}
+            for version, commit in sorted(commits.items(), reverse=True)]
 
 
 def table_row_count(path: str | Path) -> int:
@@ -62,15 +72,15 @@ def readable_row_count(path: str | Path) -> int | None:
 def stored_schema(path: str | Path, version: int | None = None) -> StructType | None:
     """The schema of the Delta table at `path` (at `version`, else the latest), from its log
     alone (no Spark); None when `path` holds no Delta table (yet)."""
-    if not DeltaTable.is_deltatable(str(path)):
+    latest = latest_version(Storage(path))
+    if latest is None:
         return None
-    table = DeltaTable(str(path), version=version, without_files=True)
-    return StructType.fromJson(json.loads(table.schema().to_json()))
+    return table_state(Storage(path), latest if version is None else version).logical_schema
 
 
 def partition_columns(path: str | Path, version: int) -> list[str]:
     """The Delta table's partition columns at `version`, from its log alone."""
-    return DeltaTable(str(path), version=version, without_files=True).metadata().partition_columns
+    return list(table_state(Storage(path), version).partition_columns)
 
 
 def _table(path: str | Path, *, with_files: bool = True) -> DeltaTable:
