@@ -5,42 +5,42 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 BUCKET = "lake"
 """The bucket the emulator starts with."""
 
 
 @contextmanager
-def moto_s3() -> Iterator[str]:
-    """moto's S3 server on a free port of loopback with `BUCKET` created, and the environment
-    a user sets for an S3-compatible store (endpoint, credentials, region, plain HTTP) in
-    `os.environ` meanwhile, so that subprocesses inherit it; yields the endpoint."""
+def moto_server(*, tls: bool = False, folder: Path | None = None) -> Iterator[str]:
+    """moto's server (S3, DynamoDB, ...) on a free port of loopback, over TLS with a
+    certificate of its own making when `tls` (run in `folder`, where it writes it); yields its
+    endpoint once it answers."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port),
+         *(["--ssl"] if tls else [])],
+        cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
-    endpoint = f"http://127.0.0.1:{port}"
-    settings = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test",
-                "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
-                "AWS_ALLOW_HTTP": "true"}
-    saved = {name: os.environ.get(name) for name in settings}
-    os.environ.update(settings)
+    endpoint = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+    unverified = ssl.create_default_context()
+    unverified.check_hostname = False
+    unverified.verify_mode = ssl.CERT_NONE
     try:
         deadline = time.monotonic() + 60
         while True:
             try:
-                urllib.request.urlopen(
-                    urllib.request.Request(f"{endpoint}/{BUCKET}", method="PUT"), timeout=5
-                ).read()
+                urllib.request.urlopen(f"{endpoint}/moto-api/data.json", timeout=5,
+                                       context=unverified if tls else None).read()
                 break
             except OSError:
                 if time.monotonic() > deadline or server.poll() is not None:
@@ -48,10 +48,29 @@ def moto_s3() -> Iterator[str]:
                 time.sleep(0.2)
         yield endpoint
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
         server.terminate()
         server.wait(30)
+
+
+@contextmanager
+def moto_s3() -> Iterator[str]:
+    """moto's S3 server on a free port of loopback with `BUCKET` created, and the environment
+    a user sets for an S3-compatible store (endpoint, credentials, region, plain HTTP) in
+    `os.environ` meanwhile, so that subprocesses inherit it; yields the endpoint."""
+    with moto_server() as endpoint:
+        urllib.request.urlopen(
+            urllib.request.Request(f"{endpoint}/{BUCKET}", method="PUT"), timeout=30
+        ).read()
+        settings = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test",
+                    "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
+                    "AWS_ALLOW_HTTP": "true"}
+        saved = {name: os.environ.get(name) for name in settings}
+        os.environ.update(settings)
+        try:
+            yield endpoint
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value

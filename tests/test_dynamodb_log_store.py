@@ -19,19 +19,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import ssl
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import boto3
 import pytest
-from _s3 import BUCKET, moto_s3
+from _s3 import BUCKET, moto_s3, moto_server
 from botocore.config import Config
 from deltalake import DeltaTable
 
@@ -114,7 +110,8 @@ def log_store_jars() -> None:
 def emulators(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """moto's S3 (plain HTTP, `_s3.moto_s3`) and DynamoDB (TLS) servers; yields both
     endpoints."""
-    with moto_s3() as s3_endpoint, _moto_over_tls(tmp_path_factory.mktemp("tls")) as dynamodb:
+    tls = tmp_path_factory.mktemp("tls")
+    with moto_s3() as s3_endpoint, moto_server(tls=True, folder=tls) as dynamodb:
         yield s3_endpoint, dynamodb
 
 
@@ -207,35 +204,3 @@ def _log_entries(endpoint: str) -> list[dict]:
                           verify=False, config=Config(retries={"max_attempts": 2}))
     pages = client.get_paginator("scan").paginate(TableName=LOG_TABLE, ConsistentRead=True)
     return [item for page in pages for item in page["Items"]]
-
-
-@contextmanager
-def _moto_over_tls(folder: Path) -> Iterator[str]:
-    """moto's server over TLS (a certificate of its own making) on a free loopback port;
-    yields its endpoint."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port), "--ssl"],
-        cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"https://127.0.0.1:{port}"
-    unverified = ssl.create_default_context()
-    unverified.check_hostname = False
-    unverified.verify_mode = ssl.CERT_NONE
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{endpoint}/moto-api/data.json", context=unverified,
-                                       timeout=5).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise
-                time.sleep(0.2)
-        yield endpoint
-    finally:
-        server.terminate()
-        server.wait(30)

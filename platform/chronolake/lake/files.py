@@ -10,7 +10,7 @@ small broadcast table joined on the name.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import overload
@@ -109,7 +109,7 @@ def tagged_schema(schema: StructType) -> StructType:
     """The schema `read_tagged_files` returns: the table's columns, change type, commit facts."""
     return StructType(
         [
-            *(StructField(f.name, logical_type(f.dataType), f.nullable) for f in schema.fields),
+            *map(_logical, schema.fields),
             StructField(CHANGE_TYPE, StringType()),
             StructField(COMMIT_VERSION, LongType()),
             StructField(COMMIT_TIMESTAMP, TimestampType()),
@@ -193,18 +193,11 @@ def _physical(field: StructField) -> StructField:
     """`field` as the data files hold it: its physical name under column mapping, nested
     fields too; without column mapping, `field` itself."""
     name = field.metadata.get(PHYSICAL_NAME, field.name)
-    return StructField(name, _physical_type(field.dataType), field.nullable)
+    return StructField(name, _with_fields(field.dataType, _physical), field.nullable)
 
 
-def _physical_type(data_type: DataType) -> DataType:
-    if isinstance(data_type, StructType):
-        return StructType([_physical(f) for f in data_type.fields])
-    if isinstance(data_type, ArrayType):
-        return ArrayType(_physical_type(data_type.elementType), data_type.containsNull)
-    if isinstance(data_type, MapType):
-        return MapType(_physical_type(data_type.keyType), _physical_type(data_type.valueType),
-                       data_type.valueContainsNull)
-    return data_type
+def _logical(field: StructField) -> StructField:
+    return StructField(field.name, _with_fields(field.dataType, _logical), field.nullable)
 
 
 @overload
@@ -218,14 +211,28 @@ def logical_type(data_type: DataType) -> DataType: ...
 def logical_type(data_type: DataType) -> DataType:
     """`data_type` with its nested fields' Delta metadata dropped: a table chronolake writes
     from these rows maps no columns."""
+    return _with_fields(data_type, _logical)
+
+
+@overload
+def _with_fields(data_type: StructType, change: Callable[[StructField], StructField]
+                 ) -> StructType: ...
+
+
+@overload
+def _with_fields(data_type: DataType, change: Callable[[StructField], StructField]
+                 ) -> DataType: ...
+
+
+def _with_fields(data_type: DataType, change: Callable[[StructField], StructField]) -> DataType:
+    """`data_type` with `change` applied to its fields, and to those of its elements."""
     if isinstance(data_type, StructType):
-        return StructType([StructField(f.name, logical_type(f.dataType), f.nullable)
-                           for f in data_type.fields])
+        return StructType([change(f) for f in data_type.fields])
     if isinstance(data_type, ArrayType):
-        return ArrayType(logical_type(data_type.elementType), data_type.containsNull)
+        return ArrayType(_with_fields(data_type.elementType, change), data_type.containsNull)
     if isinstance(data_type, MapType):
-        return MapType(logical_type(data_type.keyType), logical_type(data_type.valueType),
-                       data_type.valueContainsNull)
+        return MapType(_with_fields(data_type.keyType, change),
+                       _with_fields(data_type.valueType, change), data_type.valueContainsNull)
     return data_type
 
 
