@@ -147,3 +147,9 @@ def require_features(
     ]
     log = path / "_delta_log" / f"{table.version() + 1:020d}.json"
     log.write_text("".join(json.dumps(e) + "\n" for e in entries))
+
+
+def table_rows(location: str | Path) -> pa.Table:
+    """The latest rows of the Delta table at `location`, by delta-rs's own engine, which
+    honours deletion vectors (Delta's MERGE writes them under the delta-spark backend)."""
+    return pa.RecordBatchReader.from_stream(DeltaTable(str(location)).scan()).read_all()

@@ -29,7 +29,7 @@ import boto3
 import pytest
 from _s3 import BUCKET, moto_s3, moto_server
 from botocore.config import Config
-from deltalake import DeltaTable
+from deltatables import table_rows
 
 from chronolake.errors import DefinitionError
 from chronolake.jars import JarFetchError, JarSet, jar_paths
@@ -141,7 +141,7 @@ def test_two_jvms_appending_at_once_each_commit_once_through_the_dynamodb_log_st
     firsts = [by_writer.index(writer) for writer in range(WRITERS)]
     lasts = [len(by_writer) - 1 - by_writer[::-1].index(writer) for writer in range(WRITERS)]
     assert max(firsts) < min(lasts), f"the writers did not commit at the same time: {by_writer}"
-    rows = DeltaTable(table).to_pyarrow_table().to_pylist()
+    rows = table_rows(table).to_pylist()
     assert sorted((row["writer"], row["seq"]) for row in rows) == [
         (writer, seq) for writer in range(WRITERS) for seq in range(APPENDS)]
     entries = _log_entries(dynamodb_endpoint)

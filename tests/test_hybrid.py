@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from _crash import SIGKILL_RETURNCODE, run_in_subprocess
 from deltalake import DeltaTable
-from deltatables import delete_rows, update_rows, write_commits
+from deltatables import delete_rows, table_rows, update_rows, write_commits
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog
@@ -85,7 +85,7 @@ def _emitted(catalog: Catalog, view: str) -> list[tuple[int, Decimal | None]]:
     path = catalog.root / "_chronolake" / "views" / view
     if not DeltaTable.is_deltatable(str(path)):
         return []
-    rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    rows = table_rows(str(path)).to_pylist()
     return sorted(((r["id"], r["rate"]) for r in rows), key=_null_last)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from deltatables import require_features
+from deltatables import require_features, table_rows
 from pyspark.sql import SparkSession
 
 from chronolake.errors import SourceError
@@ -78,7 +78,7 @@ def test_partitioned_append_is_readable_by_delta_rs_too(
     assert DeltaTable(str(path)).metadata().partition_columns == ["day", "label"]
     read_by_spark = sorted(map(tuple, backend.snapshot(path).collect()), key=lambda r: r[0])
     assert read_by_spark == [(1, DAY, "a b/%", AT), (2, None, "c", AT)]
-    read_by_delta_rs = pa.table(DeltaTable(str(path)).to_pyarrow_table()).sort_by("id")
+    read_by_delta_rs = pa.table(table_rows(str(path))).sort_by("id")
     assert read_by_delta_rs.column("label").to_pylist() == ["a b/%", "c"]
     assert read_by_delta_rs.column("day").to_pylist() == [DAY, None]
 

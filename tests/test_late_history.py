@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from deltatables import write_commits
+from deltatables import table_rows, write_commits
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -106,7 +106,7 @@ def _history_commits() -> list[list[dict]]:
 
 
 def _emitted(lake: Path) -> dict[int, int | None]:
-    rows = DeltaTable(str(lake / "_chronolake" / "views" / "enriched")).to_pyarrow_table()
+    rows = table_rows(str(lake / "_chronolake" / "views" / "enriched"))
     emitted = [(row["id"], row["rate"]) for row in rows.to_pylist()]
     assert len(emitted) == len(dict(emitted)), "a probe row came out twice"
     return dict(emitted)
@@ -379,7 +379,7 @@ def test_a_run_without_late_rows_or_new_build_events_appends_nothing_to_them(
     table.run()
     late = DeltaTable(str(late_path(tmp_path, "enriched")))
     history = DeltaTable(str(history_path(tmp_path, "enriched")))
-    assert late.to_pyarrow_table().num_rows == 0
+    assert table_rows(late_path(tmp_path, "enriched")).num_rows == 0
     versions = late.version(), history.version()
 
     write_commits(tmp_path / "orders", [[_order(2, "EUR", 126)]], schema=_ORDERS, cdf=False)

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pytest
 import yaml
 from dagster import DagsterInstance, QueuedRunCoordinator
-from deltalake import DeltaTable
+from deltatables import table_rows
 
 from chronolake.dagster_home import write_instance_settings
 from chronolake.demo import build_demo_lake, feed_demo_lake
@@ -77,7 +77,7 @@ def test_a_query_prints_its_rows_and_nothing_else(lake: Path, results: Results) 
     result = results["sql"]
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip() == "", result.stderr
-    orders = DeltaTable(lake / "orders").to_pyarrow_table()
+    orders = table_rows(lake / "orders")
     counts = pc.value_counts(orders["currency"]).to_pylist()
     expected = sorted(
         ({"currency": c["values"], "n": c["counts"]} for c in counts),

@@ -19,7 +19,7 @@ from _browser import dagster_dev
 from _listening import listener_of, listening, on_loopback, process_tree
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, serialize_value
 from dagster_graphql import DagsterGraphQLClient
-from deltalake import DeltaTable
+from deltatables import table_rows
 from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 from pyspark.sql import SparkSession
 
@@ -108,7 +108,7 @@ def _materialize_views(lake: Path, home: Path, connect_url: str) -> None:
 
 
 def _rows(lake: Path, view: str) -> list[tuple[str, ...]]:
-    rows = DeltaTable(str(output_path(lake, view))).to_pyarrow_table().to_pylist()
+    rows = table_rows(output_path(lake, view)).to_pylist()
     return sorted(tuple(str(row[column]) for column in sorted(row)) for row in rows)
 
 

@@ -26,7 +26,7 @@ from _temporal_model import (
     valid_version,
 )
 from deltalake import DeltaTable
-from deltatables import delete_rows, one_commit_per_row, update_rows, write_commits
+from deltatables import delete_rows, one_commit_per_row, table_rows, update_rows, write_commits
 from hypothesis import HealthCheck, Phase, event, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
@@ -225,7 +225,7 @@ def _output(lake: Path) -> list[tuple[int, int | None]]:
     path = lake / "_chronolake" / "views" / "enriched"
     if not DeltaTable.is_deltatable(str(path)):
         return []
-    rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    rows = table_rows(str(path)).to_pylist()
     return sorted(((row["id"], row["rate"]) for row in rows), key=_null_last)
 
 
@@ -658,7 +658,7 @@ LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r ON o.currency = r.curren
 def _emitted(catalog: Catalog) -> list[tuple[int, Decimal | None]]:
     """Every row the derived table has committed, duplicates kept."""
     path = catalog.root / "_chronolake" / "views" / "enriched"
-    rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    rows = table_rows(str(path)).to_pylist()
     return sorted(((r["id"], r["rate"]) for r in rows), key=_null_last)
 
 
