@@ -170,9 +170,10 @@ def cluster_settings(zip_path: Path) -> dict[str, str]:
     }
 
 
-def start_driver(cluster: Cluster, lake: Path, directory: Path) -> subprocess.Popen[bytes]:
+def start_driver(cluster: Cluster, lake: str | Path, directory: Path) -> subprocess.Popen[bytes]:
     """Start a driver of its own (this file as a script, with no PYTHONPATH) that runs the
-    platform's derived tables on `cluster`; `driver_output` waits for what it saw."""
+    platform's derived tables on `cluster` over `lake` (a folder or a bucket's URI);
+    `driver_output` waits for what it saw."""
     conf_dir = directory / "conf"
     conf_dir.mkdir(parents=True, exist_ok=True)
     settings = cluster_settings(code_zip(directory))
@@ -243,13 +244,14 @@ def executor_tasks(spark: SparkSession) -> dict[str, int]:
     }
 
 
-def main(lake: Path) -> None:
+def main(lake: str) -> None:
     """The cluster's driver: the platform's runs, where tasks ran, where executors found
-    chronolake; as one JSON line on stdout."""
+    chronolake; as one JSON line on stdout. For a lake in a bucket, chronolake's session
+    brings S3A's jars (which the executors fetch from the driver) and settings."""
     from chronolake.catalog import Catalog
     from chronolake.spark_session import local_spark_session
 
-    spark = local_spark_session("chronolake-cluster-test")
+    spark = local_spark_session("chronolake-cluster-test", lake=lake)
     results = run_platform(Catalog(lake, spark))
     tasks = executor_tasks(spark)
     code = spark.sparkContext.parallelize(range(4), 4).map(_where_code_runs).distinct().collect()
@@ -261,4 +263,4 @@ def main(lake: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(sys.argv[1])
