@@ -3,7 +3,6 @@ points obstore, delta-rs and S3A (through `chronolake.stack`) at it."""
 
 from __future__ import annotations
 
-import os
 import socket
 import ssl
 import subprocess
@@ -13,6 +12,8 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from chronolake.spark_session import environment_set
 
 BUCKET = "lake"
 """The bucket the emulator starts with."""
@@ -64,13 +65,5 @@ def moto_s3() -> Iterator[str]:
         settings = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test",
                     "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
                     "AWS_ALLOW_HTTP": "true"}
-        saved = {name: os.environ.get(name) for name in settings}
-        os.environ.update(settings)
-        try:
+        with environment_set(settings):
             yield endpoint
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value

@@ -215,7 +215,7 @@ def start_spark_driver(conf: Mapping[str, str]) -> None:
     os.environ.update(worker_python())
     loopback = loopback_settings(conf.get("spark.master"))
     spark_conf = SparkConf().setAll(list({**loopback.conf, **conf}.items()))
-    with _environment(loopback.environment):
+    with environment_set(loopback.environment):
         gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
     if gateway.proc is not None:  # None: a JVM given by PYSPARK_GATEWAY_PORT, not started here
         threading.Thread(
@@ -226,7 +226,7 @@ def start_spark_driver(conf: Mapping[str, str]) -> None:
 
 
 @contextmanager
-def _environment(variables: Mapping[str, str]) -> Iterator[None]:
+def environment_set(variables: Mapping[str, str]) -> Iterator[None]:
     """`variables` in this process's environment meanwhile (for a JVM started then), then as
     they were: kept, they would reach every later subprocess, a cluster's too."""
     previous = {name: os.environ.get(name) for name in variables}
