@@ -26,19 +26,30 @@ hold those rows' keys.
 The ratios of each increment against the first run, all in one process, are the result;
 the report is printed and written as JSON under `benchmarks/results/`.
 
+With `--backends delta-rs,delta-spark` the whole sequence runs on each lake backend in turn,
+in one process and one Spark session (started with Delta's jars, in which delta-rs works too),
+each on a lake of its own with the same rows; the report adds delta-spark's figures over
+delta-rs's, run by run. `--profile` adds an on-time increment under cProfile per backend.
+
     .venv/bin/python benchmarks/incremental.py --orders 2000000 --rates 200000
+    .venv/bin/python benchmarks/incremental.py --backends delta-rs,delta-spark --profile
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import os
+import pstats
+import re
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import get_args
 from urllib.parse import urlparse
 
 import numpy as np
@@ -50,6 +61,7 @@ from pyspark.sql import SparkSession
 from chronolake import Catalog
 from chronolake.runtime.views import materialize_view
 from chronolake.spark_session import local_spark_session
+from chronolake.stack import BackendChoice
 
 RESULTS = Path(__file__).resolve().parent / "results"
 START_US = 1_704_067_200_000_000  # 2024-01-01T00:00:00
@@ -69,6 +81,8 @@ SELECT o.order_id, o.currency, o.order_time, o.amount, r.rate
 FROM orders AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r
 ON o.currency = r.currency;
 """
+PROFILED = "on-time increment, profiled"
+"""`--profile`'s extra run, left out of the ratios."""
 FIGURES = (
     "rows_in", "probe_rows_in", "build_rows_in", "rows_out", "emitted_probe_rows",
     "unmatched_rows", "pending_rows", "state_rows", "late_probe_rows", "late_build_rows",
@@ -154,6 +168,7 @@ class StageMeter:
             "shuffle_records": sum(stage.shuffleWriteRecords() for stage in new),
             "executor_cpu_s": round(sum(stage.executorCpuTime() for stage in new) / 1e9, 3),
             "rows_read_by_site": _by_site(new),
+            "stages_by_site": _stages_by_site(new),
         }
 
 
@@ -221,6 +236,17 @@ def _by_site(stages: list) -> dict[str, int]:
     return dict(sorted(reads.items(), key=lambda item: -item[1]))
 
 
+def _stages_by_site(stages: list) -> dict[str, dict[str, float]]:
+    """Stages and executor CPU seconds per call site, most CPU first: which code's jobs
+    (chronolake's, or Delta's own inside a write) the run's Spark work went to."""
+    sites: dict[str, dict[str, float]] = {}
+    for stage in stages:
+        site = sites.setdefault(stage.name(), {"stages": 0, "executor_cpu_s": 0.0})
+        site["stages"] += 1
+        site["executor_cpu_s"] = round(site["executor_cpu_s"] + stage.executorCpuTime() / 1e9, 3)
+    return dict(sorted(sites.items(), key=lambda item: -item[1]["executor_cpu_s"]))
+
+
 # --- the run ------------------------------------------------------------------------------------
 
 
@@ -233,13 +259,21 @@ def _history_rows(catalog: Catalog) -> int:
     return int(pa.compute.sum(actions["num_records"]).as_py() or 0)
 
 
-def _measure(catalog: Catalog, meter: StageMeter, label: str, state_before: int) -> dict:
+def _measure(
+    catalog: Catalog, meter: StageMeter, label: str, state_before: int, *, profiled: bool = False
+) -> dict:
     """One run's seconds, figures and Spark work; `state_before` is the state it starts from:
-    with the new rows (`rows_in`), what the run touches."""
+    with the new rows (`rows_in`), what the run touches. `profiled`: the run goes under
+    cProfile, and the report's `profile` holds its hottest calls."""
     history_before = _history_rows(catalog)
     meter.start()
+    profiler = cProfile.Profile() if profiled else None
     started = time.perf_counter()
+    if profiler:
+        profiler.enable()
     result = materialize_view(catalog, "enriched")
+    if profiler:
+        profiler.disable()
     seconds = time.perf_counter() - started
     spark = meter.read()
     figures = {name: int(result.figures.get(name, 0)) for name in FIGURES}
@@ -254,9 +288,27 @@ def _measure(catalog: Catalog, meter: StageMeter, label: str, state_before: int)
         f"late {figures['late_probe_rows']}  history before {history_before:,}",
         flush=True,
     )
-    return {"seconds": round(seconds, 3), "status": str(result.status), **spark,
-            "history_rows_before": history_before, "rows_touched": touched, "figures": figures,
-            "watermark_ms": result.watermark_ms}
+    report = {"seconds": round(seconds, 3), "status": str(result.status), **spark,
+              "history_rows_before": history_before, "rows_touched": touched,
+              "figures": figures, "watermark_ms": result.watermark_ms}
+    if profiler:
+        report["profile"] = _hottest_calls(profiler, f"{label} on {catalog.backend.kind}")
+    return report
+
+
+def _hottest_calls(profiler: cProfile.Profile, title: str) -> str:
+    """The profiled run's calls by cumulative time (chronolake's, delta-rs's and the
+    Py4J round trips through which Spark's work is waited for), then by own time: where
+    the driver's Python spends the run."""
+    text = io.StringIO()
+    text.write(f"cProfile of one run: {title}\n")
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("cumulative")
+    stats.print_stats(r"chronolake/lake/|site-packages/deltalake/", 30)  # the backend's calls
+    stats.print_stats(r"platform/chronolake/", 40)
+    stats.sort_stats("tottime").print_stats(12)
+    prefix = str(Path(__file__).resolve().parents[1])
+    return re.sub(r"\S*/site-packages/", "", text.getvalue().replace(prefix + "/platform/", ""))
 
 
 def _ratios(increment: dict, first: dict) -> dict[str, float | None]:
@@ -273,8 +325,83 @@ def _ratios(increment: dict, first: dict) -> dict[str, float | None]:
     }
 
 
+def _sequence(
+    spark: SparkSession, meter: StageMeter, lake: Path, args: argparse.Namespace, *,
+    backend: BackendChoice | None = None, orders: int | None = None, profile: bool = False,
+) -> dict[str, dict]:
+    """Build the lake at `lake` (the same seeded rows every time; `orders` history orders,
+    `args.orders` unless given, and rate changes in proportion), run the view on it four
+    times through `backend` (None: the session's default), return each run's report; with
+    `profile`, a fifth on-time increment runs under cProfile, reported apart."""
+    rng = np.random.default_rng(11)
+    orders = args.orders if orders is None else orders
+    rates = max(args.rates * orders // max(args.orders, 1), 1)
+    _append(lake / "orders", _orders(rng, 0, _ascending(rng, orders, START_US, DAY_US),
+                                     args.keys), args.commits)
+    _append(lake / "rates", _rates(rng, _ascending(rng, rates, START_US, DAY_US),
+                                   args.keys, first=True), args.commits)
+    catalog = Catalog(lake, spark, backend=backend)
+    list(catalog.run_script(DDL))
+    runs = {"first run": _measure(catalog, meter, "first run (history)", 0)}
+    next_id, hour = orders, 3_600_000_000
+    increments = [
+        ("on-time increment", 0.0, None),
+        ("increment, late rows", args.late_percent, None),
+        ("increment, slightly late", args.late_percent, args.slightly_late_seconds),
+    ]
+    if profile:
+        increments.append((PROFILED, 0.0, None))
+    for number, (label, late, late_seconds) in enumerate(increments, start=1):
+        start = START_US + DAY_US + (number - 1) * hour
+        times = _ascending(rng, args.new_orders, start, hour)
+        late_rows = rng.random(args.new_orders) < late / 100
+        if late_seconds is None:  # anywhere in the history's day
+            late_times = START_US + rng.integers(0, DAY_US, args.new_orders)
+        else:  # just below the last run's watermark
+            horizon_us = runs[list(runs)[-1]]["watermark_ms"] * 1000
+            late_times = horizon_us - rng.integers(0, late_seconds * 1_000_000,
+                                                   args.new_orders)
+        times = np.where(late_rows, late_times, times)
+        _append(lake / "orders", _orders(rng, next_id, times, args.keys), 1)
+        _append(lake / "rates", _rates(rng, _ascending(rng, args.new_rates, start, hour),
+                                       args.keys, first=False), 1)
+        next_id += args.new_orders
+        state = runs[list(runs)[-1]]["figures"]["state_rows"]
+        runs[label] = _measure(catalog, meter, label, state, profiled=label == PROFILED)
+    return runs
+
+
+def backend_list(value: str) -> list[BackendChoice]:
+    """`--backends`: a comma-separated list of lake backends."""
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in get_args(BackendChoice)]
+    if unknown or not names:
+        msg = (f"--backends takes a comma-separated list of {', '.join(get_args(BackendChoice))};"
+               f" got {value!r}")
+        raise argparse.ArgumentTypeError(msg)
+    return names  # type: ignore[return-value]  # checked against the Literal above
+
+
+def session_backend(backends: list[BackendChoice] | None) -> BackendChoice | None:
+    """The backend to start the session with: delta-spark loads Delta's jars, in which
+    session delta-rs works too, so both can be compared in one process."""
+    return "delta-spark" if backends and "delta-spark" in backends else None
+
+
+def _sequence_report(runs: dict[str, dict]) -> dict:
+    first = runs["first run"]
+    return {
+        "runs": runs,
+        "ratios_vs_first_run": {
+            label: _ratios(run, first)
+            for label, run in runs.items() if run is not first and label != PROFILED
+        },
+    }
+
+
 def main() -> None:
-    """Build the lake, run the view four times, report the ratios."""
+    """Build the lake, run the view four times (per backend with `--backends`), report the
+    ratios."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--orders", type=int, default=2_000_000, help="history orders")
     parser.add_argument("--rates", type=int, default=200_000, help="history rate changes")
@@ -286,47 +413,45 @@ def main() -> None:
     parser.add_argument("--slightly-late-seconds", type=int, default=5,
                         help="how far below the last watermark the fourth run's late orders are")
     parser.add_argument("--commits", type=int, default=10, help="commits of the history")
+    parser.add_argument(
+        "--backends", type=backend_list,
+        help="run the whole sequence on each of these lake backends in turn, in one process and "
+        "one Spark session (with Delta's jars when delta-spark is named), each on a lake of "
+        "its own with the same rows, e.g. delta-rs,delta-spark",
+    )
+    parser.add_argument(
+        "--warmup-orders", type=int, default=0,
+        help="with --backends: first run each backend's sequence once on a lake of this many "
+        "history orders, unreported (JIT and first-use costs out of the timed runs)",
+    )
+    parser.add_argument(
+        "--profile", action="store_true",
+        help="after the four runs, one more on-time increment under cProfile: its hottest "
+        "calls are printed and written beside the report",
+    )
     args = parser.parse_args()
-    rng = np.random.default_rng(11)
+    backends: list[BackendChoice | None] = list(args.backends or [None])
     with tempfile.TemporaryDirectory(prefix="chronolake-incremental-") as folder:
-        lake, events = Path(folder) / "lake", Path(folder) / "events"
+        events = Path(folder) / "events"
         events.mkdir()
         spark = local_spark_session(
             "chronolake-bench-incremental",
             settings={**EVENT_LOG, "spark.eventLog.dir": events.as_uri()},
+            backend=session_backend(args.backends),
         )
         meter = StageMeter(spark)
-        _append(lake / "orders", _orders(rng, 0, _ascending(rng, args.orders, START_US, DAY_US),
-                                         args.keys), args.commits)
-        _append(lake / "rates", _rates(rng, _ascending(rng, args.rates, START_US, DAY_US),
-                                       args.keys, first=True), args.commits)
-        catalog = Catalog(lake, spark)
-        list(catalog.run_script(DDL))
-        runs = {"first run": _measure(catalog, meter, "first run (history)", 0)}
-        next_id, hour = args.orders, 3_600_000_000
-        increments = (
-            ("on-time increment", 0.0, None),
-            ("increment, late rows", args.late_percent, None),
-            ("increment, slightly late", args.late_percent, args.slightly_late_seconds),
-        )
-        for number, (label, late, late_seconds) in enumerate(increments, start=1):
-            start = START_US + DAY_US + (number - 1) * hour
-            times = _ascending(rng, args.new_orders, start, hour)
-            late_rows = rng.random(args.new_orders) < late / 100
-            if late_seconds is None:  # anywhere in the history's day
-                late_times = START_US + rng.integers(0, DAY_US, args.new_orders)
-            else:  # just below the last run's watermark
-                horizon_us = runs[list(runs)[-1]]["watermark_ms"] * 1000
-                late_times = horizon_us - rng.integers(0, late_seconds * 1_000_000,
-                                                       args.new_orders)
-            times = np.where(late_rows, late_times, times)
-            _append(lake / "orders", _orders(rng, next_id, times, args.keys), 1)
-            _append(lake / "rates", _rates(rng, _ascending(rng, args.new_rates, start, hour),
-                                           args.keys, first=False), 1)
-            next_id += args.new_orders
-            state = runs[list(runs)[-1]]["figures"]["state_rows"]
-            runs[label] = _measure(catalog, meter, label, state)
-    first = runs["first run"]
+        if args.backends and args.warmup_orders:
+            for backend in backends:
+                print(f"warm-up on {backend} ({args.warmup_orders:,} orders, unreported)")
+                _sequence(spark, meter, Path(folder) / f"warmup-{backend}", args,
+                          backend=backend, orders=args.warmup_orders)
+        by_backend = {}
+        for backend in backends:
+            if backend:
+                print(f"--- {backend}")
+            lake = Path(folder) / (f"lake-{backend}" if backend else "lake")
+            by_backend[backend] = _sequence(spark, meter, lake, args, backend=backend,
+                                            profile=args.profile)
     report = {
         "benchmark": "incremental",
         "history_orders": args.orders,
@@ -339,20 +464,45 @@ def main() -> None:
                                      / (args.orders + args.rates), 5),
         "cpus": os.cpu_count(),
         "load_average": os.getloadavg(),
-        "runs": runs,
-        "ratios_vs_first_run": {
-            label: _ratios(run, first) for label, run in runs.items() if run is not first
-        },
     }
+    if args.backends:
+        report["warmup_orders"] = args.warmup_orders
+        report["backends"] = {str(b): _sequence_report(runs) for b, runs in by_backend.items()}
+        report["delta_spark_vs_delta_rs"] = _between(by_backend)
+    else:
+        report |= _sequence_report(by_backend[None])
     print(f"new rows / history rows: {report['new_rows_vs_history']}")
-    for label, ratios in report["ratios_vs_first_run"].items():
-        print(f"{label:<22}" + "  ".join(f"{k} {v}" for k, v in ratios.items()))
+    for backend, runs in by_backend.items():
+        for label, ratios in _sequence_report(runs)["ratios_vs_first_run"].items():
+            print(f"{backend or '':<12}{label:<26}"
+                  + "  ".join(f"{k} {v}" for k, v in ratios.items()))
+    for label, ratios in report.get("delta_spark_vs_delta_rs", {}).items():
+        print(f"delta-spark / delta-rs  {label:<26}"
+              + "  ".join(f"{k} {v}" for k, v in ratios.items()))
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = RESULTS / f"incremental-{args.orders}-{stamp}.json"
+    suffix = "-backends" if args.backends else ""
+    path = RESULTS / f"incremental-{args.orders}{suffix}-{stamp}.json"
+    for backend, runs in by_backend.items():
+        if PROFILED in runs:
+            profile = RESULTS / f"incremental-profile-{backend or 'default'}-{stamp}.txt"
+            profile.write_text(runs[PROFILED].pop("profile"))
+            print(f"profile of the {PROFILED} on {backend or 'the default backend'}: {profile}")
     path.write_text(json.dumps(report, indent=2))
     print(f"written {path}  (load average {report['load_average']})")
     sys.stdout.flush()
+
+
+def _between(by_backend: dict[BackendChoice | None, dict[str, dict]]) -> dict[str, dict]:
+    """delta-spark's figures over delta-rs's, run by run, when both ran."""
+    if "delta-rs" not in by_backend or "delta-spark" not in by_backend:
+        return {}
+    rs, spark = by_backend["delta-rs"], by_backend["delta-spark"]
+    return {
+        label: {name: round(spark[label][name] / rs[label][name], 2) if rs[label][name] else None
+                for name in ("seconds", "executor_cpu_s", "stages", "input_records")}
+        for label in rs if label in spark
+    }
 
 
 if __name__ == "__main__":

@@ -8,6 +8,12 @@ median of `--repeat` runs and the speed-up against the Spark window plan (the ap
 Databricks Labs' tempo), to stdout and as JSON under `benchmarks/results/`.
 
     .venv/bin/python benchmarks/temporal_join.py --rows 1000000 --skew uniform|hot
+
+With `--backends delta-rs,delta-spark` the data is also written as two Delta tables (by
+delta-rs, row groups as in the Parquet files) and `chronolake on <backend>` joins them as
+read through that lake backend's snapshot (`LakeBackend.snapshot`), in the same process and
+Spark session (started with Delta's jars, in which delta-rs works too) as every other
+variant: what each backend's read path adds to the join.
 """
 
 from __future__ import annotations
@@ -25,14 +31,19 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow.parquet as pq
+from deltalake import DeltaTable, WriterProperties, write_deltalake
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _data import BenchData, Skew, generate, load  # noqa: E402
+from _data import ROW_GROUP_ROWS, BenchData, Skew, generate, load  # noqa: E402
+from incremental import backend_list, session_backend  # noqa: E402
 
 from chronolake.joins import AsOfTuning, join_valid_versions  # noqa: E402
+from chronolake.lake import backend_for  # noqa: E402
 from chronolake.spark_session import local_spark_session  # noqa: E402
+from chronolake.stack import BackendChoice  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BASELINE = "spark window (tempo)"
@@ -45,14 +56,19 @@ run at 1M (`README.md`, Scale curve)."""
 # rows, matched rows, sum of version ids, sum of (order, version) pair hashes, sum of rates
 Checksum = tuple[int, int, int, int, int]
 Variant = Callable[[SparkSession, BenchData], Checksum]
+Inputs = Callable[[SparkSession, BenchData], tuple[DataFrame, DataFrame]]
+DELTA_FOLDER = "delta"
+"""Where `--backends` writes the data's Delta tables, beside its Parquet files."""
 
 
 # --- Spark variants ----------------------------------------------------------------------------
 
 
-def _chronolake(tuning: AsOfTuning) -> Variant:
+def _chronolake(tuning: AsOfTuning, inputs: Inputs | None = None) -> Variant:
+    """chronolake's join over the Parquet files, or over what `inputs` reads."""
+
     def run(spark: SparkSession, data: BenchData) -> Checksum:
-        orders, rates = _spark_inputs(spark, data)
+        orders, rates = (inputs or _spark_inputs)(spark, data)
         joined = join_valid_versions(
             orders,
             rates,
@@ -138,6 +154,43 @@ def _spark_inputs(spark: SparkSession, data: BenchData) -> tuple[DataFrame, Data
     return spark.read.parquet(str(data.orders)), spark.read.parquet(str(data.rates))
 
 
+def _delta_inputs(kind: BackendChoice) -> Inputs:
+    """The data's Delta tables (`write_delta_tables`) as the lake backend `kind` reads them."""
+
+    def inputs(spark: SparkSession, data: BenchData) -> tuple[DataFrame, DataFrame]:
+        backend = backend_for(spark, kind)
+        orders, rates = delta_tables(data)
+        rates_read = backend.snapshot(rates).withColumnsRenamed(
+            {stored: name for name, stored in _STORED_AS.items()})
+        return backend.snapshot(orders), rates_read
+
+    return inputs
+
+
+_STORED_AS = {"_row_kind": "row_kind", "_commit_version": "commit_version",
+              "_position": "position"}
+"""The changelog's columns as the Delta table stores them: a lake backend's reader adds
+columns of the first names (a snapshot's own `_commit_version`, as Delta's change feed
+does), so a table cannot hold them."""
+
+
+def delta_tables(data: BenchData) -> tuple[Path, Path]:
+    """Where `write_delta_tables` writes the data's orders and rates."""
+    folder = data.orders.parent / DELTA_FOLDER
+    return folder / "orders", folder / "rates"
+
+
+def write_delta_tables(data: BenchData) -> None:
+    """The data's two Parquet files as two Delta tables (delta-rs's writer, one commit each,
+    the Parquet files' row groups), unless a former run wrote them."""
+    properties = WriterProperties(max_row_group_size=ROW_GROUP_ROWS)
+    for source, table in zip((data.orders, data.rates), delta_tables(data), strict=True):
+        if not DeltaTable.is_deltatable(str(table)):
+            rows = pq.read_table(source)
+            rows = rows.rename_columns([_STORED_AS.get(name, name) for name in rows.column_names])
+            write_deltalake(str(table), rows, writer_properties=properties)
+
+
 def _spark_checksum(joined: DataFrame) -> Checksum:
     pair = (F.col("order_id") * 1_000_003 + F.coalesce(F.col("version_id") + 1, F.lit(0))) % (
         PAIR_MODULUS
@@ -220,10 +273,16 @@ def _normalized(values: tuple | Column) -> Checksum:
 # --- the run ----------------------------------------------------------------------------------
 
 
-def variants(rows: int, skew: Skew, range_join_max_hot_rows: int) -> dict[str, Variant]:
-    """Every variant that runs at this size and skew, by name."""
+def variants(
+    rows: int, skew: Skew, range_join_max_hot_rows: int,
+    backends: list[BackendChoice] | None = None,
+) -> dict[str, Variant]:
+    """Every variant that runs at this size and skew, by name; `backends` adds chronolake
+    over the Delta tables as each of these lake backends reads them."""
     every: dict[str, Variant] = {
         "chronolake": _chronolake(AsOfTuning()),
+        **{f"chronolake on {kind}": _chronolake(AsOfTuning(), _delta_inputs(kind))
+           for kind in backends or []},
         "chronolake (shuffled)": _chronolake(AsOfTuning(broadcast_max_rows=0)),
         BASELINE: _window_plan,
         RANGE_JOIN: _range_join,
@@ -253,23 +312,39 @@ def main() -> None:
         "--data", type=Path, help="join the data `_data.generate` wrote here (ignores --rows etc.)"
     )
     parser.add_argument("--json", type=Path, help="write the report here instead of results/")
+    parser.add_argument(
+        "--backends", type=backend_list,
+        help="also join the data as Delta tables read through each of these lake backends "
+        "(`chronolake on <backend>`), e.g. delta-rs,delta-spark; the tables are written "
+        f"beside the data, in {DELTA_FOLDER}/",
+    )
     args = parser.parse_args()
     prepared = load(args.data) if args.data else None
     if prepared:
         args.rows, args.skew, args.keys = prepared.rows, prepared.skew, prepared.keys
-    spark = local_spark_session("chronolake-bench")
-    chosen = variants(args.rows, args.skew, args.range_join_max_hot_rows)
+    spark = local_spark_session("chronolake-bench", backend=session_backend(args.backends))
+    chosen = variants(args.rows, args.skew, args.range_join_max_hot_rows, args.backends)
     if args.only:
         chosen = {name: run for name, run in chosen.items() if name in args.only}
     with tempfile.TemporaryDirectory(prefix="chronolake-bench-") as folder:
         warmup = generate(Path(folder) / "warmup", rows=WARMUP_ROWS, skew=args.skew, keys=args.keys)
+        data = prepared or generate(Path(folder), rows=args.rows, skew=args.skew, keys=args.keys)
+        if args.backends:
+            write_delta_tables(warmup)
+            write_delta_tables(data)
         for run in chosen.values():
             run(spark, warmup)  # JIT and first-job costs stay out of the timed runs
-        data = prepared or generate(Path(folder), rows=args.rows, skew=args.skew, keys=args.keys)
         print(f"rows={data.rows} changelog={data.changelog_rows} keys={data.keys} skew={data.skew}")
         results = {name: _time(run, spark, data, args.repeat) for name, run in chosen.items()}
     report = _report(data, args.repeat, results) | {"peak_memory_mb": _peak_memory_mb(spark)}
     _print(report)
+    rs, delta_spark = (results.get(f"chronolake on {kind}") for kind in ("delta-rs", "delta-spark"))
+    if rs and delta_spark:
+        report["delta_spark_vs_delta_rs"] = {
+            "median_s": round(delta_spark["median_s"] / rs["median_s"], 2),
+            "median_cpu_s": round(delta_spark["median_cpu_s"] / rs["median_cpu_s"], 2),
+        }
+        print(f"delta-spark / delta-rs (medians): {report['delta_spark_vs_delta_rs']}")
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     path = args.json or RESULTS / f"temporal_join-{data.rows}-{data.skew}-{stamp}.json"
