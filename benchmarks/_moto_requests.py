@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs
 
+from chronolake.spark_session import environment_set
+
 BUCKET = "lake"
 KINDS = ("GET", "LIST", "PUT", "HEAD", "DELETE", "POST")
 """Request kinds counted: LIST is a GET with `list-type` or `prefix` in its query (or of the
@@ -124,22 +126,16 @@ def counted_moto_s3(folder: Path) -> Iterator[RequestLog]:
     settings = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test",
                 "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
                 "AWS_ALLOW_HTTP": "true"}
-    saved = {name: os.environ.get(name) for name in settings}
     try:
         _wait_for(endpoint, server)
         urllib.request.urlopen(
             urllib.request.Request(f"{endpoint}/{BUCKET}", method="PUT"), timeout=30
         ).read()
-        os.environ.update(settings)
-        log = RequestLog(log_path, endpoint)
-        log.take()  # the start's own requests
-        yield log
+        with environment_set(settings):
+            log = RequestLog(log_path, endpoint)
+            log.take()  # the start's own requests
+            yield log
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
         server.terminate()
         server.wait(30)
 
