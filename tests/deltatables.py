@@ -152,4 +152,7 @@ def require_features(
 def table_rows(location: str | Path) -> pa.Table:
     """The latest rows of the Delta table at `location`, by delta-rs's own engine, which
     honours deletion vectors (Delta's MERGE writes them under the delta-spark backend)."""
-    return pa.RecordBatchReader.from_stream(DeltaTable(str(location)).scan()).read_all()
+    rows = pa.RecordBatchReader.from_stream(DeltaTable(str(location)).scan()).read_all()
+    # The scan gives string and binary views, which some pyarrow kernels (sort, take) lack.
+    plain = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
+    return rows.cast(pa.schema([f.with_type(plain.get(f.type, f.type)) for f in rows.schema]))
