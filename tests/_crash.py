@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from chronolake.catalog import Catalog
 from chronolake.demo import CDF_ON, DEMO_START, RATES_SCHEMA, append_orders, change_rate
 from chronolake.lake import DeltaRsBackend
+from chronolake.lake.storage import Location, join
 from chronolake.runtime.faults import FAULT_ENV
 
 REPO = Path(__file__).resolve().parents[1]
@@ -136,18 +137,18 @@ def build_tiny_lake(
     return catalog
 
 
-def add_batch(root: Path, batch: int) -> None:
+def add_batch(root: Location, batch: int) -> None:
     """One more commit of orders 15 minutes later than the last, and a rate change after
     them (so the build watermark lets the batch's orders through)."""
     start = DEMO_START + timedelta(minutes=15 * batch)
-    append_orders(root / "orders", rng=random.Random(batch), first_id=batch * ORDERS_PER_BATCH,
-                  count=ORDERS_PER_BATCH, start=start)
+    append_orders(join(root, "orders"), rng=random.Random(batch),
+                  first_id=batch * ORDERS_PER_BATCH, count=ORDERS_PER_BATCH, start=start)
     rate = str(Decimal("1.10") + Decimal(batch + 1) / 100)
-    change_rate(DeltaTable(root / "rates"), "EUR", rate, start + timedelta(minutes=16))
+    change_rate(DeltaTable(str(join(root, "rates"))), "EUR", rate, start + timedelta(minutes=16))
 
 
 def start_run(
-    lake: Path, name: str, *, fault: str | None = None, full_refresh: bool = False,
+    lake: Location, name: str, *, fault: str | None = None, full_refresh: bool = False,
     staged: bool = False,
 ) -> subprocess.Popen[str]:
     """Start a run of derived table `name` in a fresh Python process (its own JVM), with
@@ -203,7 +204,7 @@ def finish(process: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
-def delta_rows(spark: SparkSession, path: Path) -> DataFrame:
+def delta_rows(spark: SparkSession, path: Location) -> DataFrame:
     """The latest snapshot of the Delta table at `path`."""
     return DeltaRsBackend(spark).snapshot(path)
 

@@ -17,6 +17,9 @@ from chronolake.spark_session import environment_set
 
 BUCKET = "lake"
 """The bucket the emulator starts with."""
+TEST_LAKE_ENV = "CHRONOLAKE_TEST_LAKE"
+"""A lake URI (a bucket) that a pytest process's tests use: its Spark session can reach it
+(`conftest.spark` loads S3A for it)."""
 
 
 @contextmanager

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
-from _s3 import moto_s3
+from _s3 import TEST_LAKE_ENV, moto_s3
 from pyspark.sql import SparkSession
 
 from chronolake.spark_session import local_spark_session
@@ -13,8 +14,9 @@ from chronolake.spark_session import local_spark_session
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    # CHRONOLAKE_BACKEND=delta-spark: the session loads Delta's pinned jars and extension.
-    session = local_spark_session("chronolake-tests")
+    # CHRONOLAKE_BACKEND=delta-spark: the session loads Delta's pinned jars and extension;
+    # CHRONOLAKE_TEST_LAKE on a bucket: S3A too.
+    session = local_spark_session("chronolake-tests", lake=os.environ.get(TEST_LAKE_ENV))
     yield session
     session.stop()
 

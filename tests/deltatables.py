@@ -22,14 +22,19 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import unquote
 from uuid import uuid4
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import AddAction, RemoveAction
+
+from chronolake.lake.deletion_vectors import vector_file
+from chronolake.lake.log_reader import LOG, latest_version, read_commits
+from chronolake.lake.storage import Storage
 
 Rows = pa.Table | Sequence[Mapping[str, Any]]
 
@@ -156,3 +161,21 @@ def table_rows(location: str | Path) -> pa.Table:
     # The scan gives string and binary views, which some pyarrow kernels (sort, take) lack.
     plain = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
     return rows.cast(pa.schema([f.with_type(plain.get(f.type, f.type)) for f in rows.schema]))
+
+
+def unreferenced_files(location: str | Path) -> list[str]:
+    """The files of the Delta table at `location` that no commit of its log names (`add`,
+    `remove`, `cdc`, deletion vector files): what a write left that no reader will ever see.
+    The log, and hidden names (scratch, Hadoop's `.crc` checksums), are not the table's."""
+    table = Storage(location)
+    named: set[str] = set()
+    for commit in read_commits(table, range((latest_version(table) or 0) + 1)).values():
+        for action in commit.actions:
+            named.add(unquote(action.path))
+            if action.deletion_vector and (dv := vector_file(action.deletion_vector)):
+                named.add(dv)
+    return sorted(
+        o.key for o in table.objects() if not o.key.startswith(f"{LOG}/")
+        and not any(part.startswith(".") for part in PurePosixPath(o.key).parts)
+        and o.key not in named
+    )

@@ -36,9 +36,11 @@ def test_empty_settings_leave_the_jvm_as_java_starts_it(monkeypatch: pytest.Monk
     monkeypatch.setenv(ARCHIVE_ENV, "")
     assert archive_path() is None
     logging = logging_java_options()  # not the JVM's tuning: its log4j configuration
-    assert local_spark_conf()["spark.driver.extraJavaOptions"] == f"{LOCAL_JAVA_OPTIONS} {logging}"
+    conf = local_spark_conf(backend="delta-rs")  # no jars: the JVM's own settings only
+    assert conf["spark.driver.extraJavaOptions"] == f"{LOCAL_JAVA_OPTIONS} {logging}"
     monkeypatch.setenv(JAVA_OPTIONS_ENV, "")
-    assert local_spark_conf() == LOCAL_SPARK_CONF | {"spark.driver.extraJavaOptions": logging}
+    conf = local_spark_conf(backend="delta-rs")
+    assert conf == LOCAL_SPARK_CONF | {"spark.driver.extraJavaOptions": logging}
 
 
 def test_the_driver_jvm_runs_with_the_local_options(spark: SparkSession) -> None:
@@ -76,8 +78,9 @@ def test_a_foreign_archive_neither_stops_nor_bothers_the_jvm(
 
 
 def test_the_test_session_maps_the_archive_the_setup_built(spark: SparkSession) -> None:
-    path = archive_path()
+    conf = spark.sparkContext.getConf()
+    path = archive_path(conf.get("spark.jars"))  # the archive of the session's set of jars
     if path is None or not path.is_file():
         pytest.skip("no class archive built (./dev builds it into .venv/)")
-    options = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions") or ""
+    options = conf.get("spark.driver.extraJavaOptions") or ""
     assert f"-XX:SharedArchiveFile={path}" in options

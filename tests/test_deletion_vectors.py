@@ -17,6 +17,7 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from chronolake.errors import SourceError
 from chronolake.lake import DeltaRsBackend, LakeBackend, table_row_count
 from chronolake.lake.changelog import COMMIT_VERSION, POSITION, ROW_KIND
 from chronolake.lake.upserts import REWRITE_BELOW_ROWS
@@ -182,3 +183,31 @@ def test_corrections_spread_over_a_large_derived_table_rewrite_no_file(
     DerivedTable(catalog, "daily").run()
     [day] = catalog.sql("SELECT orders, usd FROM daily").collect()
     assert (day["orders"], day["usd"]) == (ROWS, 2 * ROWS + 4 * (ROWS // 1000))
+
+
+def test_updates_and_replacements_of_an_append_only_table_are_refused_with_nothing_written(
+    spark: SparkSession, backend: LakeBackend, tmp_path: Path
+) -> None:
+    """`delta.appendOnly` forbids removing data (the Delta protocol's `appendOnly` feature):
+    chronolake's own commits honour it, as Delta's writer does."""
+    path = tmp_path / "out"
+    rows = spark.range(3).select(F.col("id"), F.col("id").alias("value"))
+    backend.append_dataframe(rows, path, app_id="t", app_version=1, enable_cdf=True)
+    DeltaTable(str(path)).alter.set_table_properties({"delta.appendOnly": "true"})
+    version, files = DeltaTable(str(path)).version(), sorted(p.name for p in path.rglob("*"))
+
+    update = _changes(spark, 1, [(1, 1, "-U"), (1, 100, "+U")])
+    with pytest.raises(SourceError, match=r"append-only \(delta.appendOnly = true\), and "
+                       "applying this run's updates and deletes would update or delete its "
+                       "rows; nothing was written"):
+        backend.commit_changes(update, path, key=["id"], retracting=True, app_id="t",
+                               app_version=2)
+    with pytest.raises(SourceError, match="replacing its rows would update or delete"):
+        backend.overwrite_dataframe(rows, path)
+
+    assert DeltaTable(str(path)).version() == version
+    assert sorted(p.name for p in path.rglob("*")) == files
+    inserts = _changes(spark, 2, [(3, 3, "+I")])  # appending stays allowed
+    assert backend.commit_changes(inserts, path, key=["id"], retracting=False, app_id="t",
+                                  app_version=3) == version + 1
+    assert _state_everywhere(backend, path) == {0: 0, 1: 1, 2: 2, 3: 3}

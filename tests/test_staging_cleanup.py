@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -27,11 +28,13 @@ from _crash import (
     run_in_subprocess,
     same_rows,
 )
+from deltatables import unreferenced_files
 from pyspark.sql import SparkSession
 
 from chronolake.catalog import Catalog
 from chronolake.errors import SourceError
-from chronolake.lake import DeltaRsBackend
+from chronolake.lake import DeltaRsBackend, backend_for
+from chronolake.lake.in_place import MARKERS
 from chronolake.lake.layout import output_path
 from chronolake.lake.scratch import (
     FOREIGN_SCRATCH_TTL_S,
@@ -137,6 +140,60 @@ def test_a_write_keeps_a_live_writers_staging_and_removes_a_killed_ones(
         live.communicate("")
     backend.append_dataframe(rows, table, app_id="t", app_version=3)
     assert _debris(table) == []
+    assert backend.snapshot(table).count() == 3
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.lake_contract
+def test_a_write_removes_the_files_a_killed_write_left_in_the_table_and_keeps_a_live_ones(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Delta's JVM writer writes a table's files in place, and the delta-rs backend moves
+    them in, before the commit names them: a writer killed in between leaves files no
+    commit references, which the next write removes once that writer is gone."""
+    table = tmp_path / "table"
+    backend = backend_for(spark)
+    rows = spark.createDataFrame([(1, "a")], "id BIGINT, label STRING")
+    backend.append_dataframe(rows, table, app_id="t", app_version=1)
+    write = f"""
+        import os, signal, sys
+        from pathlib import Path
+        from chronolake.lake.in_place import writing_in_place
+        from chronolake.lake.storage import Storage
+        who, table = sys.argv[1], Path({str(table)!r})
+        with writing_in_place(Storage(table)):
+            files = [table / f"part-{{who}}.parquet", table / "day=1" / f"part-{{who}}.parquet"]
+            for file in files:
+                file.parent.mkdir(exist_ok=True)
+                file.write_bytes(b"PAR1 rows PAR1")
+            print(who, flush=True)
+            if who == "killed":
+                os.kill(os.getpid(), signal.SIGKILL)
+            sys.stdin.read()  # still writing
+        """
+    live = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(write), "live"], cwd=REPO, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )
+    try:
+        assert live.stdout is not None and live.stdout.readline().strip() == "live"
+        killed = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(write), "killed"], cwd=REPO, text=True,
+            capture_output=True, check=False,
+        )
+        assert killed.returncode == SIGKILL_RETURNCODE, killed.stderr
+        assert backend.append_dataframe(rows, table, app_id="t", app_version=2) == 2
+        # Nothing goes while another writer may still be writing: its files have no commit.
+        assert {f"{folder}part-{who}.parquet" for folder in ("", "day=1/")
+                for who in ("killed", "live")} <= set(unreferenced_files(table))
+    finally:
+        live.send_signal(signal.SIGKILL)
+        live.communicate()
+
+    assert backend.append_dataframe(rows, table, app_id="t", app_version=3) == 3
+    assert unreferenced_files(table) == []
+    assert not Storage(table).objects(MARKERS)
     assert backend.snapshot(table).count() == 3
 
 

@@ -89,7 +89,7 @@ def write_vectors(table: Storage, deleted: Mapping[str, BitMap]) -> dict[str, De
     if not deleted:
         return {}
     uuid = uuid4()
-    file_name = f"deletion_vector_{uuid}.bin"
+    file_name = _file_of(uuid)
     content = bytearray([_FORMAT_VERSION])
     descriptors: dict[str, DeletionVector] = {}
     for name, rows in deleted.items():
@@ -137,10 +137,8 @@ def read_vector(table: Storage, descriptor: Mapping[str, object]) -> BitMap:
     kind, where = str(descriptor["storageType"]), str(descriptor["pathOrInlineDv"])
     if kind == "i":
         return _from_bitmap_array(_unz85(where))
-    if kind == "u":
-        prefix, uuid = where[:-20], UUID(bytes=_unz85(where[-20:]))
-        key = f"{prefix}/" if prefix else ""
-        content = table.read_bytes(f"{key}deletion_vector_{uuid}.bin")
+    if (key := vector_file(descriptor)) is not None:
+        content = table.read_bytes(key)
     else:
         folder, name = unquote(where).rsplit("/", 1)
         content = Storage(folder).read_bytes(name)
@@ -151,6 +149,21 @@ def read_vector(table: Storage, descriptor: Mapping[str, object]) -> BitMap:
     offset = int(str(descriptor.get("offset") or 0))
     (size,) = struct.unpack_from(">i", content, offset)
     return _from_bitmap_array(content[offset + 4:offset + 4 + size])
+
+
+def vector_file(descriptor: Mapping[str, object]) -> str | None:
+    """The file of the table that holds a deletion vector stored there (`u`: a random prefix
+    and the file's UUID), as a key under the table; None for one inline or elsewhere."""
+    if descriptor["storageType"] != "u":
+        return None
+    where = str(descriptor["pathOrInlineDv"])
+    return _file_of(UUID(bytes=_unz85(where[-20:])), where[:-20])
+
+
+def _file_of(uuid: UUID, prefix: str = "") -> str:
+    """A deletion vector file's key in its table: Delta's name, under its random prefix."""
+    name = f"deletion_vector_{uuid}.bin"
+    return f"{prefix}/{name}" if prefix else name
 
 
 def _from_bitmap_array(data: bytes) -> BitMap:

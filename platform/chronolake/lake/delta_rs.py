@@ -35,7 +35,7 @@ from chronolake.lake.delta_log import (
     ActionKind,
     LogCommit,
 )
-from chronolake.lake.features import check_readable, check_writable
+from chronolake.lake.features import check_readable, check_removable, check_writable
 from chronolake.lake.files import (
     DELETED_FILE,
     DELETED_ROW,
@@ -44,6 +44,7 @@ from chronolake.lake.files import (
     read_tagged_files,
     without_deleted,
 )
+from chronolake.lake.in_place import writing_in_place
 from chronolake.lake.log_reader import log_names, read_commits
 from chronolake.lake.staging import write_staged
 from chronolake.lake.storage import Storage, as_location, missing
@@ -151,11 +152,12 @@ class DeltaRsBackend(LakeBackend):
         if is_committed(table, app_id, app_version):
             return None
         _check_columns(df, table, path)
-        actions = _write_files(df, files, list(table.metadata().partition_columns))
-        return commit_appended(
-            table, files.location, actions, app_id=app_id, app_version=app_version,
-            commit_info=commit_info,
-        )
+        with writing_in_place(files):
+            actions = _write_files(df, files, list(table.metadata().partition_columns))
+            return commit_appended(
+                table, files.location, actions, app_id=app_id, app_version=app_version,
+                commit_info=commit_info,
+            )
 
     def overwrite_dataframe(
         self,
@@ -171,14 +173,16 @@ class DeltaRsBackend(LakeBackend):
         files = Storage(path)
         table = _create_if_missing(df, files, partition_by, enable_cdf=enable_cdf)
         partition_columns = list(table.metadata().partition_columns)
-        actions = _write_files(df, files, partition_columns)
-        table.create_write_transaction(
-            actions,
-            mode="overwrite",
-            schema=Schema.from_json(df.schema.json()),
-            partition_by=partition_columns or None,
-            commit_properties=CommitProperties(custom_metadata=dict(commit_info or {})),
-        )
+        check_removable(files.location, table.version(), table.metadata().configuration,
+                        "replacing its rows")
+        with writing_in_place(files):
+            table.create_write_transaction(
+                _write_files(df, files, partition_columns),
+                mode="overwrite",
+                schema=Schema.from_json(df.schema.json()),
+                partition_by=partition_columns or None,
+                commit_properties=CommitProperties(custom_metadata=dict(commit_info or {})),
+            )
         table.update_incremental()
         return table.version()
 
@@ -213,7 +217,7 @@ class DeltaRsBackend(LakeBackend):
         stored = self._stored_rows(table, storage, files, deleted)
         gone = Counter(deleted[DELETED_FILE].to_pylist())
         live = {name: rows - gone[name] for name, (_, rows) in files.items()}
-        with without_constraint_propagation(self.spark):
+        with without_constraint_propagation(self.spark), writing_in_place(storage):
             upsert = apply_changes(changes, stored, key, live)
             return self._rewrite(table, storage, upsert, files, deleted, app_id, app_version,
                                  commit_info)
@@ -225,6 +229,9 @@ class DeltaRsBackend(LakeBackend):
     ) -> int | None:
         """Write the upsert's files and deletion vectors and commit them: the files it
         rewrites are replaced, those it marks are re-added with their new deletion vectors."""
+        if upsert.rewritten_files or upsert.deleted_rows:
+            check_removable(root.location, table.version(), table.metadata().configuration,
+                            "applying this run's updates and deletes")
         adds = [DataFile(a.path, a.size, json.loads(a.stats)["numRecords"])
                 for a in _write_files(upsert.rows, root, [])]
         change_data = _write_change_data(upsert.change_data, root)

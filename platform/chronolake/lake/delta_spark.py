@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -24,6 +25,7 @@ from chronolake.lake.changelog import POSITION
 from chronolake.lake.deletion_vectors import ENABLE_PROPERTY
 from chronolake.lake.delta_log import CDF_PROPERTY, LogCommit
 from chronolake.lake.files import POSITION_STRIDE, file_name
+from chronolake.lake.in_place import writing_in_place
 from chronolake.lake.log_reader import latest_version, read_commits
 from chronolake.lake.storage import Storage, as_location, missing
 from chronolake.lake.table_state import table_state
@@ -140,14 +142,15 @@ class DeltaSparkBackend(LakeBackend):
         write committed (`_committed_version`)."""
         self._create_if_missing(df.schema, path, partition_by, enable_cdf=enable_cdf)
         before = self.latest_version(path)
-        (
-            df.write.format("delta")
-            .mode("append")
-            .option("txnAppId", app_id)
-            .option("txnVersion", app_version)
-            .option("userMetadata", json.dumps(dict(commit_info or {})))
-            .save(str(path))
-        )
+        with _writing(path):
+            (
+                df.write.format("delta")
+                .mode("append")
+                .option("txnAppId", app_id)
+                .option("txnVersion", app_version)
+                .option("userMetadata", json.dumps(dict(commit_info or {})))
+                .save(str(path))
+            )
         return self._committed_version(path, before, app_id, app_version)
 
     def overwrite_dataframe(
@@ -162,7 +165,8 @@ class DeltaSparkBackend(LakeBackend):
         self._create_if_missing(df.schema, path, partition_by, enable_cdf=enable_cdf)
         writer = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
         writer = writer.option("userMetadata", json.dumps(dict(commit_info or {})))
-        writer.partitionBy(*partition_by).save(str(path))
+        with _writing(path):
+            writer.partitionBy(*partition_by).save(str(path))
         return self.latest_version(path)
 
     def _committed_version(
@@ -225,7 +229,7 @@ class DeltaSparkBackend(LakeBackend):
             f"WHEN MATCHED THEN UPDATE SET {assigned} "
             f"WHEN NOT MATCHED AND NOT {retracted} THEN INSERT ({names}) VALUES ({values})"
         )
-        with session_settings(self.spark, {
+        with _writing(path), session_settings(self.spark, {
             "spark.databricks.delta.write.txnAppId": app_id,
             "spark.databricks.delta.write.txnVersion": str(app_version),
             "spark.databricks.delta.commitInfo.userMetadata": json.dumps(dict(commit_info or {})),
@@ -250,6 +254,13 @@ class DeltaSparkBackend(LakeBackend):
 
     def _table_uri(self, path: str | Path) -> str:
         return str(as_location(path))
+
+
+def _writing(path: str | Path) -> AbstractContextManager[None]:
+    """A write of Delta's into the table at `path`: its files land in place, and Spark's first
+    task writes one even without rows, which Delta does not commit (`chronolake.lake.in_place`
+    removes what the write leaves uncommitted)."""
+    return writing_in_place(Storage(path), leaves_uncommitted=True)
 
 
 def _sql_table(path: str | Path) -> str:

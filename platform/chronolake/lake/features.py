@@ -31,6 +31,7 @@ WRITABLE_FEATURES = frozenset({
 checkpoints, so v2 checkpoints are never broken."""
 
 READABLE_COLUMN_MAPPING = ("none", "name")
+APPEND_ONLY_PROPERTY = "delta.appendOnly"
 
 
 def check_readable(
@@ -54,6 +55,21 @@ def check_writable(location: object, version: int, features: Iterable[str]) -> N
     """Refuse a table whose (reader or writer) `features` chronolake's own commits would
     break."""
     _refuse(location, version, set(features) - WRITABLE_FEATURES, "write")
+
+
+def check_removable(
+    location: object, version: int, configuration: Mapping[str, str], write: str
+) -> None:
+    """Refuse a `write` that removes or replaces files of an append-only table, as Delta's
+    writer does (the `appendOnly` feature chronolake's own commits honour)."""
+    if str(configuration.get(APPEND_ONLY_PROPERTY, "false")).lower() != "true":
+        return
+    msg = (
+        f"{location}: version {version} is append-only ({APPEND_ONLY_PROPERTY} = true), and "
+        f"{write} would update or delete its rows; nothing was written; unset the property "
+        f"(ALTER TABLE ... UNSET TBLPROPERTIES ('{APPEND_ONLY_PROPERTY}')) to let it change"
+    )
+    raise SourceError(msg)
 
 
 def _refuse(location: object, version: int, unknown: Iterable[str], action: str) -> None:

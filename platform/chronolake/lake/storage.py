@@ -23,6 +23,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlparse
@@ -38,6 +39,16 @@ Location = str | os.PathLike[str]
 """A lake location: a local folder, or a URI."""
 STORAGE_ERRORS: tuple[type[Exception], ...] = (OSError, BaseError)
 """What a storage call raises when the store cannot be reached, or refuses the call."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredObject:
+    """An object under a storage's root: its key, its size and when it was last written (ms
+    since the epoch, by the store's clock)."""
+
+    key: str
+    size: int
+    modified_ms: int
 
 
 def as_location(root: Location) -> str | Path:
@@ -154,6 +165,14 @@ class Storage:
         """Every object under the folder `prefix` (at any depth), with its size in bytes."""
         return {meta["path"]: meta["size"] for meta in self._objects(prefix)}
 
+    def objects(self, prefix: str = "") -> list[StoredObject]:
+        """Every object under the folder `prefix` (the whole root by default), at any depth."""
+        return [
+            StoredObject(meta["path"], meta["size"],
+                         int(meta["last_modified"].timestamp() * 1000))
+            for meta in self._objects(prefix)
+        ]
+
     def sweep(self, prefix: str = "") -> None:
         """Remove what killed writers left directly in the folder `prefix`: on a local disk
         every kind of scratch (`chronolake.lake.scratch`); on an object store, where an upload
@@ -254,5 +273,6 @@ class Storage:
     def _objects(self, prefix: str) -> Iterator[obstore.ObjectMeta]:
         if not self._exists_locally():
             return
-        for batch in obstore.list(self._store, prefix=f"{prefix}/", chunk_size=1):
+        for batch in obstore.list(self._store, prefix=f"{prefix}/" if prefix else None,
+                                  chunk_size=1):
             yield from batch
