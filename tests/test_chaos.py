@@ -396,7 +396,6 @@ def _round(spark: SparkSession, lakes: Lakes, batch: int, rng: random.Random,
     return outcomes
 
 
-@pytest.mark.lake_contract
 @pytest.mark.slow
 @pytest.mark.spark
 def test_runs_killed_at_random_points_leave_every_table_as_in_a_fault_free_lake(

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from chronolake import Catalog
 from chronolake.errors import SourceError
 from chronolake.lake import ARRIVAL_ORDER, DeltaRsBackend, DeltaSparkBackend, delta_spark_available
+from chronolake.output import print_feed
 from chronolake.runtime.derived import DerivedTable
 from chronolake.spark_session import session_settings
 
@@ -129,10 +130,11 @@ def test_delta_spark_commits_every_table_chronolake_writes_through_spark(
 
 
 def test_chronolake_reads_sources_delta_wrote_with_merge_deletion_vectors_and_optimize(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A CDC source kept by Delta itself: MERGE with deletion vectors, OPTIMIZE and VACUUM,
-    read through both backends as the changelog Delta's own change feed reports."""
+    read through both backends as the changelog Delta's own change feed reports, and counted
+    as `chronolake feed` counts new commits."""
     path = str(tmp_path / "rates")
     spark.sql(
         f"CREATE TABLE delta.`{path}` (currency STRING, rate BIGINT, currency_time TIMESTAMP) "
@@ -159,6 +161,10 @@ def test_chronolake_reads_sources_delta_wrote_with_merge_deletion_vectors_and_op
         assert _same_rows(ours, expected), backend.kind
         assert _same_rows(backend.snapshot(path),
                           spark.read.format("delta").load(path)), backend.kind
+    print_feed({"rates": path}, {"rates": 0}, {"rates": 4})
+    assert capsys.readouterr().out == (
+        "rates: rows appended 4, updated 1, deleted 1 (Delta versions 1-4)\n"
+    )
 
 
 def _as_change_types(changes: DataFrame, *columns: str) -> DataFrame:

@@ -106,10 +106,13 @@ def print_feed(
         if after[name] == before[name]:
             print(f"{name}: nothing new")
             continue
-        counts = dict.fromkeys(_ROW_METRICS.values(), 0)
+        counts = dict.fromkeys(_ROW_METRICS, 0)
         for commit in latest_commits(path, after[name] - before[name]):
-            for metric, what in _ROW_METRICS.items():
-                counts[what] += int(commit.get("operationMetrics", {}).get(metric, 0))
+            metrics = commit.get("operationMetrics") or {}
+            for what, names in _ROW_METRICS.items():
+                counts[what] += sum(int(metrics.get(metric, 0)) for metric in names)
+            if commit.get("operation") in _WRITES:
+                counts["appended"] += int(metrics.get("numOutputRows", 0))
         changes = ", ".join(f"{what} {count}" for what, count in counts.items() if count)
         first, last = before[name] + 1, after[name]
         versions = f"version {last}" if first == last else f"versions {first}-{last}"
@@ -117,10 +120,17 @@ def print_feed(
 
 
 _ROW_METRICS = {
-    "num_added_rows": "appended",
-    "num_updated_rows": "updated",
-    "num_deleted_rows": "deleted",
+    "appended": ("num_added_rows", "num_target_rows_inserted", "numTargetRowsInserted"),
+    "updated": ("num_updated_rows", "num_target_rows_updated", "numUpdatedRows",
+                "numTargetRowsUpdated"),
+    "deleted": ("num_deleted_rows", "num_target_rows_deleted", "numDeletedRows",
+                "numTargetRowsDeleted"),
 }
+"""The row counts a commit's `operationMetrics` hold, as delta-rs and Delta's writer name them
+(WRITE, UPDATE, DELETE and MERGE)."""
+_WRITES = ("WRITE", "STREAMING UPDATE", "CREATE TABLE AS SELECT", "REPLACE TABLE AS SELECT")
+"""Delta's writer counts a write's rows as `numOutputRows`, which its MERGE uses for every row
+it writes (copied ones too): only a write's are appended rows."""
 
 
 def _time(at: datetime | None, *, ms: bool = False, sep: str = "\n") -> str:
