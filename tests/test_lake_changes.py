@@ -302,6 +302,19 @@ def test_column_mapping_by_id_is_refused_by_name(backend: LakeBackend, tmp_path:
         backend.appends(path, 0)
 
 
+def test_a_column_named_as_a_changelogs_own_is_refused_by_name(
+    backend: LakeBackend, tmp_path: Path
+) -> None:
+    """A table written from Delta's change feed keeps its `_commit_version`: read as a
+    changelog it would clash with the changelog's own column."""
+    path = tmp_path / "from_a_feed"
+    write_deltalake(str(path), pa.table({"k": [1], "_commit_version": [7]}))
+    for read in (lambda: backend.appends(path, 0), lambda: backend.changes(path, 0)):
+        with pytest.raises(SourceError, match="the column\\(s\\) '_commit_version', whose names "
+                           "chronolake's changelogs use for themselves.*nothing was read; rename"):
+            read()
+
+
 def test_many_files_keep_their_order_and_the_session_conf(
     spark: SparkSession, backend: LakeBackend, tmp_path: Path
 ) -> None:

@@ -23,9 +23,11 @@ from pyspark.sql.types import StructType
 
 from chronolake.errors import SourceError
 from chronolake.lake.changelog import (
+    CHANGE_TYPE,
     COMMIT_TIMESTAMP,
     COMMIT_VERSION,
     POSITION,
+    RESERVED_COLUMNS,
     ROW_KIND,
     RowKind,
 )
@@ -38,7 +40,6 @@ from chronolake.lake.delta_log import (
 )
 from chronolake.lake.features import check_readable
 from chronolake.lake.files import (
-    CHANGE_TYPE,
     RowFilter,
     TaggedFile,
     file_name,
@@ -260,7 +261,7 @@ class LakeBackend(ABC):
         in the range, or the range cannot be read (see `appends`).
         """
         commits = self._log_range(path, start, end)
-        metadata = self._readable_metadata(path, commits[-1].version)
+        metadata = self._changelog_metadata(path, commits[-1].version)
         self._check_cdf(path, commits)
         entries: list[_Entry] = []
         for commit in commits:
@@ -280,7 +281,7 @@ class LakeBackend(ABC):
         the versions (log cleanup) or their files are gone (VACUUM).
         """
         commits = self._log_range(path, start, end)
-        metadata = self._readable_metadata(path, commits[-1].version)
+        metadata = self._changelog_metadata(path, commits[-1].version)
         entries: list[_Entry] = []
         for commit in commits:
             if commit.files(ActionKind.REMOVE):
@@ -369,6 +370,21 @@ class LakeBackend(ABC):
         """`_table_metadata`, after refusing by name a version chronolake cannot read."""
         metadata = self._table_metadata(path, version)
         check_readable(path, version, metadata.reader_features, metadata.configuration)
+        return metadata
+
+    def _changelog_metadata(self, path: str | Path, version: int) -> TableMetadata:
+        """`_readable_metadata`, after refusing columns named as a changelog's own."""
+        metadata = self._readable_metadata(path, version)
+        reserved = [f.name for f in metadata.schema.fields if f.name.lower() in RESERVED_COLUMNS]
+        if reserved:
+            msg = (
+                f"{path}: version {version} has the column(s) {', '.join(map(repr, reserved))}, "
+                "whose names chronolake's changelogs use for themselves "
+                f"({', '.join(RESERVED_COLUMNS)}), as Delta's change data feed reserves its own; "
+                "nothing was read; rename them (ALTER TABLE ... RENAME COLUMN, with column "
+                "mapping by name) or write the table anew under other names"
+            )
+            raise SourceError(msg)
         return metadata
 
     def _check_cdf(self, path: str | Path, commits: list[LogCommit]) -> None:

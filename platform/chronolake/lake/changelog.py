@@ -25,6 +25,11 @@ COMMIT_TIMESTAMP = "_commit_timestamp"
 POSITION = "_position"
 
 SYSTEM_COLUMNS: tuple[str, ...] = (ROW_KIND, COMMIT_VERSION, COMMIT_TIMESTAMP, POSITION)
+CHANGE_TYPE = "_change_type"
+"""Delta's change data files' column: the kind of each change."""
+RESERVED_COLUMNS: tuple[str, ...] = (*SYSTEM_COLUMNS, CHANGE_TYPE)
+"""Names a table read as a changelog cannot use for its own columns (Delta's change data feed
+reserves its own likewise)."""
 ARRIVAL_ORDER: tuple[str, ...] = (COMMIT_VERSION, POSITION)
 
 

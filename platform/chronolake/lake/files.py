@@ -33,10 +33,9 @@ from pyspark.sql.types import (
 )
 
 from chronolake.errors import SourceError
-from chronolake.lake.changelog import COMMIT_TIMESTAMP, COMMIT_VERSION, POSITION
+from chronolake.lake.changelog import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, POSITION
 from chronolake.spark_session import Row, join_local
 
-CHANGE_TYPE = "_change_type"
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 """Under column mapping, the name a column has in the data files (and partition values)."""
 DELETED_FILE, DELETED_ROW = "file_name", "row_index"

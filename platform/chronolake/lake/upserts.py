@@ -22,8 +22,13 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from chronolake.lake.changelog import ARRIVAL_ORDER, ROW_KIND, SYSTEM_COLUMNS, RowKind
-from chronolake.lake.files import CHANGE_TYPE
+from chronolake.lake.changelog import (
+    ARRIVAL_ORDER,
+    CHANGE_TYPE,
+    ROW_KIND,
+    SYSTEM_COLUMNS,
+    RowKind,
+)
 
 FILE_NAME = "__upsert_file"
 """The column naming the data file a stored row was read from."""
