@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from urllib.parse import unquote
 
 from chronolake.lake.deletion_vectors import vector_file
+from chronolake.lake.delta_log import log_file_name
 from chronolake.lake.log_reader import LOG, latest_version, read_commits
 from chronolake.lake.scratch import Writer, scratch_name
-from chronolake.lake.storage import Storage, StoredObject
+from chronolake.lake.storage import STORAGE_ERRORS, Storage, StoredObject
 
 MARKERS = ".chronolake-writes"
 """The folder of a table's markers: hidden from Spark's and Delta's readers, and listed apart
@@ -74,7 +75,8 @@ def writing_in_place(table: Storage, *, leaves_uncommitted: bool = False) -> Ite
     try:
         yield
     except BaseException:
-        _end(table, marker)
+        with suppress(*STORAGE_ERRORS):  # the write's own error is the one to report
+            _end(table, marker)
         raise
     if leaves_uncommitted:
         _end(table, marker)
@@ -115,15 +117,15 @@ def _end(table: Storage, marker: str) -> None:
 def _named_since(table: Storage, version: int, since_ms: int) -> set[str]:
     """The files named by the commits after `version`, and by the commits up to it that were
     stored at or after `since_ms`."""
-    stored = {o.key: o.modified_ms for o in table.objects(LOG)}
+    stored = {o.key.removeprefix(f"{LOG}/"): o.modified_ms for o in table.objects(LOG)}
     latest = latest_version(table)
     if latest is None:
         return set()
     first = version + 1
-    while first > 0 and stored.get(f"{LOG}/{first - 1:020d}.json", 0) >= since_ms:
+    while first > 0 and stored.get(log_file_name(first - 1), 0) >= since_ms:
         first -= 1
     named: set[str] = set()
-    for commit in read_commits(table, range(first, latest + 1)).values():
+    for commit in read_commits(table, range(first, latest + 1), set(stored)).values():
         for action in commit.actions:
             named.add(unquote(action.path))
             if action.deletion_vector is not None and (dv := vector_file(
