@@ -27,7 +27,7 @@ from urllib.parse import unquote
 
 from chronolake.lake.deletion_vectors import vector_file
 from chronolake.lake.delta_log import log_file_name
-from chronolake.lake.log_reader import LOG, latest_version, read_commits
+from chronolake.lake.log_reader import LOG, latest_version, newest_version, read_commits
 from chronolake.lake.scratch import Writer, scratch_name
 from chronolake.lake.storage import STORAGE_ERRORS, Storage, StoredObject
 
@@ -65,10 +65,10 @@ class WriteMarker:
 @contextmanager
 def writing_in_place(table: Storage, *, leaves_uncommitted: bool = False) -> Iterator[None]:
     """Mark `table` for a write that puts files into it, after removing what writes that
-    ended left (`collect_abandoned`). A write that fails, or whose writer leaves files its
+    ended left (`_collect_ended`). A write that fails, or whose writer leaves files its
     commit does not name (`leaves_uncommitted`: Spark's first task writes a file even when it
     has no rows, and Delta commits no empty file), has its own files collected at once."""
-    collect_abandoned(table)
+    _collect_ended(table)
     before = latest_version(table)
     marker = f"{MARKERS}/{scratch_name(f'{-1 if before is None else before}_')}"
     table.write_text(marker, "")
@@ -84,16 +84,16 @@ def writing_in_place(table: Storage, *, leaves_uncommitted: bool = False) -> Ite
         table.delete(marker)
 
 
-def collect_abandoned(table: Storage, *, ended: str | None = None) -> list[str]:
+def _collect_ended(table: Storage, *, ended: str | None = None) -> None:
     """Remove the files that ended writes left uncommitted in `table` (their writer is gone,
     or said it had ended; `ended` is such a marker), and their markers; nothing while another
-    writer may be writing. Returns the keys removed."""
+    writer may be writing."""
     markers = [m for m in map(WriteMarker.parse, table.objects(MARKERS)) if m is not None]
     now = time.time()
     done = [m for m in markers if m.key == ended or m.writer.is_gone(now)
             or table.read_text(m.key) == _ENDED]
     if not done or len(done) < len(markers):
-        return []
+        return
     objects = table.objects()
     since_ms = min(m.marked_ms for m in done) - CLOCK_TIE_MS
     named = _named_since(table, min(m.version for m in done), since_ms)
@@ -103,13 +103,12 @@ def collect_abandoned(table: Storage, *, ended: str | None = None) -> list[str]:
     checksums = [key for key in map(_checksum_of, abandoned) if key in stored]
     for key in [*abandoned, *checksums, *(m.key for m in done)]:
         table.delete(key)
-    return abandoned
 
 
 def _end(table: Storage, marker: str) -> None:
     """Collect what the write of `marker` left; while another writer is writing, say in the
     marker that this write has ended, for a later write to collect."""
-    collect_abandoned(table, ended=marker)
+    _collect_ended(table, ended=marker)
     if table.exists(marker):
         table.write_text(marker, _ENDED)
 
@@ -118,7 +117,7 @@ def _named_since(table: Storage, version: int, since_ms: int) -> set[str]:
     """The files named by the commits after `version`, and by the commits up to it that were
     stored at or after `since_ms`."""
     stored = {o.key.removeprefix(f"{LOG}/"): o.modified_ms for o in table.objects(LOG)}
-    latest = latest_version(table)
+    latest = newest_version(stored)
     if latest is None:
         return set()
     first = version + 1

@@ -5,6 +5,7 @@ answers the same for tables either backend wrote."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from chronolake.lake.delta_log import LogCommit, log_file_name, parse_commit
@@ -46,6 +47,10 @@ def log_names(table: Storage) -> set[str] | None:
 def latest_version(table: Storage) -> int | None:
     """The table's newest version by one listing of its log (None: no commit yet): what
     Delta's and delta-rs's own snapshots find, without a Spark job."""
-    versions = [int(match.group(1)) for match in map(_VERSIONED.match, table.names(LOG))
-                if match]
+    return newest_version(table.names(LOG))
+
+
+def newest_version(names: Iterable[str]) -> int | None:
+    """The newest version among the names in a table's log (commits and checkpoints)."""
+    versions = [int(match.group(1)) for match in map(_VERSIONED.match, names) if match]
     return max(versions, default=None)

@@ -163,7 +163,7 @@ class Storage:
 
     def sizes(self, prefix: str) -> dict[str, int]:
         """Every object under the folder `prefix` (at any depth), with its size in bytes."""
-        return {meta["path"]: meta["size"] for meta in self._objects(prefix)}
+        return {stored.key: stored.size for stored in self.objects(prefix)}
 
     def objects(self, prefix: str = "") -> list[StoredObject]:
         """Every object under the folder `prefix` (the whole root by default), at any depth."""
