@@ -1,10 +1,13 @@
-"""The set-up script's promises on a machine without a suitable Java."""
+"""The set-up's promises: the script's on a machine without a suitable Java, and the
+package's to a pip-only install."""
 
 from __future__ import annotations
 
 import os
 import stat
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -44,3 +47,20 @@ def test_without_any_java_the_set_up_says_so(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert "none was found on PATH" in result.stderr
+
+
+def test_a_wheel_carries_every_file_the_package_reads_besides_its_code(tmp_path: Path) -> None:
+    """A pip-only install (a Dagster deployment, no `./dev`) reads the jar lock, the JVM
+    sources and the settings files from the installed package."""
+    package = ROOT / "platform" / "chronolake"
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(tmp_path)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert built.returncode == 0, built.stderr[-3000:]
+
+    with zipfile.ZipFile(next(tmp_path.glob("chronolake-*.whl"))) as wheel:
+        shipped = {name for name in wheel.namelist() if name.startswith("chronolake/")}
+
+    data = {f"chronolake/{path.relative_to(package).as_posix()}" for path in package.rglob("*")
+            if path.is_file() and path.suffix not in (".py", ".pyc")}
+    assert data and data <= shipped, sorted(data - shipped)

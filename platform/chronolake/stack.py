@@ -7,9 +7,10 @@ server) load Delta's pinned jars (`chronolake.jars`) and its extension and catal
 JVM writer commits what chronolake writes through Spark. With a lake on `s3://`, they load
 S3A and translate the standard AWS environment that obstore and delta-rs read
 (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ALLOW_HTTP`) into `spark.hadoop.fs.s3a.*`, since S3A
-reads none of it. With delta-spark on `s3://` and `CHRONOLAKE_DELTA_DYNAMODB_TABLE` set, they
-commit through Delta's DynamoDB log store, which several writers need
-(`dynamodb_log_store_settings`). A session the user brings keeps its own settings.
+reads none of it. With delta-spark on `s3://`, they commit through a log store that several
+writing JVMs can share: chronolake's conditional-put store (`log_store_settings`), or Delta's
+DynamoDB store when `CHRONOLAKE_DELTA_DYNAMODB_TABLE` names its table. A session the user
+brings keeps its own settings.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from urllib.parse import urlparse
 
 from chronolake.errors import DefinitionError
 from chronolake.jars import JarFetchError, JarSet, jar_paths
+from chronolake.jvm_classes import built_jar
 
 BackendChoice = Literal["auto", "delta-rs", "delta-spark"]
 BACKEND_ENV = "CHRONOLAKE_BACKEND"
@@ -42,9 +44,11 @@ state reconstruction for a local session."""
 S3_SCHEMES = ("s3", "s3a")
 S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
+CONDITIONAL_PUT_LOG_STORE = "chronolake.delta.ConditionalPutLogStore"
+"""chronolake's own log store for S3 (`jvm/log_store`): each version is put only if absent."""
 DYNAMODB_TABLE_ENV = "CHRONOLAKE_DELTA_DYNAMODB_TABLE"
-"""The DynamoDB table through which Delta's JVM writer commits to `s3://` lakes, for several
-writers at once (unset: Delta's default S3 log store, safe for one writing JVM only)."""
+"""The DynamoDB table through which Delta's JVM writer commits to `s3://` lakes instead (unset:
+chronolake's conditional-put log store)."""
 DYNAMODB_LOG_STORE = "io.delta.storage.S3DynamoDBLogStore"
 DYNAMODB_LOG_STORE_PREFIX = f"spark.{DYNAMODB_LOG_STORE}"
 
@@ -79,35 +83,52 @@ def stack_settings(
 ) -> dict[str, str]:
     """The Spark settings a session that chronolake starts needs for `backend` (see
     `chosen_backend`) and a lake at `lake`: pinned jars (fetched once), Delta's extension,
-    S3A's translation of the AWS environment, and Delta's DynamoDB log store when
-    `CHRONOLAKE_DELTA_DYNAMODB_TABLE` asks for it on a bucket."""
+    S3A's translation of the AWS environment, and on a bucket a log store that several
+    writing JVMs can share (`log_store_settings`)."""
     delta_spark = chosen_backend(backend) == "delta-spark"
     sets = [JarSet.DELTA_SPARK] if delta_spark else []
     settings: dict[str, str] = {}
     if sets:
         settings |= DELTA_SETTINGS
-    log_store: dict[str, str] = {}
     if on_object_store(lake):
         sets.append(JarSet.S3A)
         settings |= s3a_settings(os.environ)
-        if delta_spark:
-            log_store = dynamodb_log_store_settings(os.environ)
-    if sets:
-        paths = jar_paths(sets)
-        if log_store:
-            paths += [path for path in _log_store_jars() if path not in paths]
-            settings |= log_store
-        settings["spark.jars"] = ",".join(str(path) for path in paths)
+    if not sets:
+        return settings
+    paths = jar_paths(sets)
+    if delta_spark and on_object_store(lake):
+        log_store = log_store_settings(os.environ)
+        settings |= log_store
+        paths += [path for path in _log_store_jars(log_store, paths) if path not in paths]
+    settings["spark.jars"] = ",".join(str(path) for path in paths)
     return settings
 
 
-def _log_store_jars() -> list[Path]:
+def log_store_settings(environment: Mapping[str, str]) -> dict[str, str]:
+    """The log store through which Delta's JVM writer commits to `s3://` and `s3a://` tables:
+    Delta's DynamoDB store when `environment` names its table, else chronolake's own.
+
+    Delta's default S3 log store makes a commit exclusive only within one JVM: two sessions
+    that commit the same version of a table can both write it, and one commit is lost.
+    chronolake's store (`jvm/log_store`) puts each version only if absent (S3's
+    `If-None-Match: *`, through S3A's conditional create), so exactly one writer gets it and
+    Delta retries the others on the next version, with no second service.
+    """
+    if dynamodb := dynamodb_log_store_settings(environment):
+        return dynamodb
+    return {f"spark.delta.logStore.{scheme}.impl": CONDITIONAL_PUT_LOG_STORE
+            for scheme in S3_SCHEMES}
+
+
+def _log_store_jars(log_store: Mapping[str, str], classpath: list[Path]) -> list[Path]:
+    if log_store["spark.delta.logStore.s3.impl"] == CONDITIONAL_PUT_LOG_STORE:
+        return [built_jar("log_store", classpath)]
     try:
         return jar_paths([JarSet.S3_DYNAMODB])
     except JarFetchError as error:
         msg = (f"{DYNAMODB_TABLE_ENV} asks for Delta's DynamoDB log store, whose jars are "
-               f"missing: {error}; or unset {DYNAMODB_TABLE_ENV} to commit through Delta's "
-               "default S3 log store (safe for one writing JVM only)")
+               f"missing: {error}; or unset {DYNAMODB_TABLE_ENV} to commit through "
+               "chronolake's conditional-put log store")
         raise JarFetchError(msg) from error
 
 
@@ -139,9 +160,7 @@ def dynamodb_log_store_settings(environment: Mapping[str, str]) -> dict[str, str
     """Delta's S3DynamoDBLogStore for `s3://` and `s3a://` tables when `environment` names its
     table (`CHRONOLAKE_DELTA_DYNAMODB_TABLE`), else nothing.
 
-    Delta's default S3 log store makes a commit exclusive only within one JVM: two sessions
-    that commit the same version of a table can both write it, and one commit is lost. This
-    store first claims the version with a conditional put in the DynamoDB table, so exactly
+    This store first claims the version with a conditional put in the DynamoDB table, so exactly
     one writer gets it and the others retry on the next version. The table is created by
     Delta on first use if missing (key `tablePath`, `fileName`; 5 read and write capacity
     units unless `...S3DynamoDBLogStore.provisionedThroughput.rcu`/`.wcu` say otherwise).
