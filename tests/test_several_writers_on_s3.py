@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -35,6 +36,7 @@ from deltatables import table_rows
 
 from chronolake.errors import DefinitionError
 from chronolake.jars import JarFetchError, JarSet, jar_paths
+from chronolake.jars import cache_dir as jar_cache_dir
 from chronolake.lake.storage import Storage
 from chronolake.spark_session import LOCAL_JAVA_OPTIONS
 from chronolake.stack import (
@@ -100,15 +102,25 @@ jvm, conf = spark._jvm, spark._jsc.hadoopConfiguration()
 store = jvm.chronolake.delta.ConditionalPutLogStore(conf)
 version = jvm.org.apache.hadoop.fs.Path(f"{log}/00000000000000000000.json")
 
-def put(*lines, overwrite=False):
+def put(*lines, overwrite=False, into=version, on=conf):
     actions = jvm.java.util.ArrayList()
     for line in lines:
         actions.add(line)
     try:
-        store.write(version, actions.iterator(), overwrite, conf)
+        store.write(into, actions.iterator(), overwrite, on)
         return "written"
     except Py4JJavaError as error:
         return error.java_exception.getClass().getName()
+
+unconditional = jvm.org.apache.hadoop.conf.Configuration(conf)
+unconditional.set("fs.s3a.create.conditional.enabled", "false")
+unconditional.set("fs.s3a.impl.disable.cache", "true")
+try:
+    store.write(jvm.org.apache.hadoop.fs.Path(f"{log}/00000000000000000001.json"),
+                jvm.java.util.ArrayList().iterator(), False, unconditional)
+    without_conditional_puts = "written"
+except Py4JJavaError as error:
+    without_conditional_puts = str(error.java_exception.getMessage())
 
 def read():
     return list(store.read(version, conf))
@@ -121,6 +133,8 @@ print(json.dumps({
     "overwritten": put('{"checkpoint":1}', overwrite=True),
     "after overwrite": read(),
     "partial writes visible": store.isPartialWriteVisible(version, conf),
+    "refused without conditional puts": "fs.s3a.create.conditional.enabled is false"
+        in without_conditional_puts,
 }))
 spark.stop()
 """
@@ -148,6 +162,40 @@ def test_a_bucket_under_delta_spark_commits_through_a_log_store_several_jvms_sha
     assert "spark.delta.logStore.s3.impl" not in on_a_disk
     assert log_store_settings({DYNAMODB_TABLE_ENV: LOG_TABLE})[
         "spark.delta.logStore.s3a.impl"] == "io.delta.storage.S3DynamoDBLogStore"
+
+
+def test_a_session_one_brings_gets_the_log_store_jar_by_one_command() -> None:
+    printed = subprocess.run([sys.executable, "-m", "chronolake.jvm_classes", "log_store"],
+                             capture_output=True, text=True, timeout=600, check=False)
+    assert printed.returncode == 0, printed.stderr
+
+    with zipfile.ZipFile(printed.stdout.strip()) as jar:
+        assert "chronolake/delta/ConditionalPutLogStore.class" in jar.namelist()
+
+
+def test_without_a_jdk_the_log_store_is_refused_in_one_line_that_says_what_to_install(
+    delta_and_s3a_jars: None, tmp_path: Path
+) -> None:
+    """A cache with the pinned jars but no built log store, and a Java without `javac`."""
+    cache = tmp_path / "jars"
+    cache.mkdir()
+    for pinned in jar_cache_dir().iterdir():
+        if pinned.name != "built":
+            (cache / pinned.name).symlink_to(pinned)
+    java_only = tmp_path / "bin"
+    java_only.mkdir()
+    (java_only / "java").symlink_to(shutil.which("java") or "/usr/bin/java")
+    env = {name: value for name, value in os.environ.items() if name != "JAVA_HOME"}
+    env |= {"CHRONOLAKE_JAR_CACHE": str(cache), "PATH": str(java_only)}
+
+    refused = subprocess.run([sys.executable, "-m", "chronolake.jvm_classes", "log_store"],
+                             env=env, capture_output=True, text=True, timeout=600, check=False)
+
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert "no `javac` was found" in refused.stderr
+    assert "install a JDK 17 or newer" in refused.stderr
+    assert not (cache / "built").exists() or not any((cache / "built").rglob("*.jar"))
 
 
 def test_the_dynamodb_log_store_is_asked_for_by_naming_its_table() -> None:
@@ -200,6 +248,7 @@ def test_the_conditional_put_log_store_refuses_a_taken_version_and_accepts_its_o
         "overwritten": "written",
         "after overwrite": ['{"checkpoint":1}'],
         "partial writes visible": False,
+        "refused without conditional puts": True,
     }
 
 

@@ -5,6 +5,9 @@ built by `javac` on first use and cached under the SHA-256 of its sources and of
 was compiled against (`<jar cache>/built/<sha256>/chronolake-<name>.jar`, beside the pinned
 jars of `chronolake.jars`). A second session, or a fresh clone on the same machine, compiles
 nothing. Only the first build needs a JDK.
+
+`python -m chronolake.jvm_classes NAME` prints the jar's path (building it if need be), for a
+session the user brings.
 """
 
 from __future__ import annotations
@@ -16,16 +19,21 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pyspark
 
 from chronolake.errors import ChronolakeError
-from chronolake.jars import SPARK_HOME, cache_dir
+from chronolake.jars import SPARK_HOME, JarSet, cache_dir, jar_paths
 
 SOURCES = Path(__file__).with_name("jvm")
 """One folder of Java sources per jar (`jvm/<name>/<package path>/<Class>.java`)."""
+LINKS_AGAINST: Mapping[str, tuple[JarSet, ...]] = {
+    # Delta's LogStore API (delta-storage) and Hadoop's S3A, which the store commits through.
+    "log_store": (JarSet.DELTA_SPARK, JarSet.S3A),
+}
+"""The pinned jar sets each jar is compiled against, besides pyspark's own jars."""
 JAVA_RELEASE = "17"
 COMPILE_TIMEOUT_SECONDS = 300
 
@@ -34,9 +42,10 @@ class JvmBuildError(ChronolakeError):
     """chronolake's own JVM classes could not be compiled."""
 
 
-def built_jar(name: str, classpath: Sequence[Path]) -> Path:
-    """The jar of the sources in `jvm/<name>`, compiled against pyspark's jars and
-    `classpath` (built and cached on first use)."""
+def built_jar(name: str) -> Path:
+    """The jar of the sources in `jvm/<name>`, compiled against pyspark's jars and the jar
+    sets it links against (fetched, built and cached on first use)."""
+    classpath = jar_paths(LINKS_AGAINST[name])
     sources = sorted((SOURCES / name).rglob("*.java"))
     target = cache_dir() / "built" / _fingerprint(sources, classpath) / f"chronolake-{name}.jar"
     if not target.is_file():
@@ -87,3 +96,12 @@ def _build(name: str, sources: Sequence[Path], classpath: Sequence[Path], target
 def _java_bin_path() -> str:
     folders = [str(Path(home) / "bin")] if (home := os.environ.get("JAVA_HOME")) else []
     return os.pathsep.join([*folders, os.environ.get("PATH", os.defpath)])
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in LINKS_AGAINST:
+        sys.exit(f"usage: python -m chronolake.jvm_classes {{{' | '.join(LINKS_AGAINST)}}}")
+    try:
+        print(built_jar(sys.argv[1]))
+    except ChronolakeError as error:
+        sys.exit(f"chronolake: {error}")

@@ -99,7 +99,7 @@ def stack_settings(
     if delta_spark and on_object_store(lake):
         log_store = log_store_settings(os.environ)
         settings |= log_store
-        paths += [path for path in _log_store_jars(log_store, paths) if path not in paths]
+        paths += [path for path in _log_store_jars(log_store) if path not in paths]
     settings["spark.jars"] = ",".join(str(path) for path in paths)
     return settings
 
@@ -120,9 +120,9 @@ def log_store_settings(environment: Mapping[str, str]) -> dict[str, str]:
             for scheme in S3_SCHEMES}
 
 
-def _log_store_jars(log_store: Mapping[str, str], classpath: list[Path]) -> list[Path]:
+def _log_store_jars(log_store: Mapping[str, str]) -> list[Path]:
     if log_store["spark.delta.logStore.s3.impl"] == CONDITIONAL_PUT_LOG_STORE:
-        return [built_jar("log_store", classpath)]
+        return [built_jar("log_store")]
     try:
         return jar_paths([JarSet.S3_DYNAMODB])
     except JarFetchError as error:
