@@ -227,6 +227,9 @@ def test_a_session_view_is_planned_with_its_gap_and_partition_keys() -> None:
         (session("TABLE orders PARTITION BY custmer, DESCRIPTOR(ts), INTERVAL '5' SECONDS"),
          r"PARTITION BY custmer: Column 'custmer' not found in table 'orders'; did you mean "
          r"'customer'\?"),
+        (session("TABLE orders PARTITION BY , DESCRIPTOR(ts), INTERVAL '5' SECONDS"),
+         r"syntax error at line 1, column 103: expected 'a column', found ','\n.*PARTITION BY , "
+         r"DESCRIPTOR"),
         (session("TABLE orders PARTITION BY customer, k, DESCRIPTOR(ts), INTERVAL '5' SECONDS"),
          r"several PARTITION BY columns go in parentheses, written TABLE orders PARTITION BY "
          r"\(customer, k\)"),
@@ -243,7 +246,7 @@ def test_a_session_view_is_planned_with_its_gap_and_partition_keys() -> None:
          r"the 0-th operand of table function 'TUMBLE': only SESSION takes TABLE t PARTITION "
          r"BY k"),
     ],
-    ids=["gap-zero", "gap-negative", "gap-not-interval", "partition-unknown",
+    ids=["gap-zero", "gap-negative", "gap-not-interval", "partition-unknown", "partition-empty",
          "partition-unparenthesized", "group-without-window-end", "offset", "tumble-partition"],
 )
 def test_session_planner_errors(query: str, message: str) -> None:

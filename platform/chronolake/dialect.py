@@ -153,7 +153,10 @@ class Flink(Dialect):
                 columns = self._parse_csv(self._parse_column)
                 self._match_r_paren()
                 return columns
-            return [self._parse_column()]
+            column = self._parse_column()
+            if column is None:
+                self.raise_error("Expecting a column")  # shown as: expected 'a column', found …
+            return [column]
 
         def _window_arguments(self, name: str, arguments: list[exp.Expr]) -> list[exp.Expr]:
             """Named arguments (`SIZE => INTERVAL '1' HOUR`) put in Flink's parameter order, so
