@@ -311,7 +311,10 @@ def _scratch(root: Location) -> list[str]:
 
 def _stale_state(root: Location, view: str) -> list[str]:
     """State nothing reads: folders of runs before the previous committed one, and of the
-    last run's attempts other than the one its checkpoint names (killed ones)."""
+    last run's attempts other than the one its checkpoint names (killed ones). A folder whose
+    objects are all empty holds none: on a bucket, S3A's directory markers (the
+    `_delta_log/_staged_commits/` of a table Delta's writer made) outlive their folder, as
+    `_scratch` says."""
     store = CheckpointStore.of(root, view)
     checkpoint = store.latest()
     runs = {store.run_dir(run) for run in (checkpoint.run - 1, checkpoint.run)}
@@ -320,7 +323,8 @@ def _stale_state(root: Location, view: str) -> list[str]:
     stale = [folder for folder in store.storage.folders()
              if folder.startswith(RUN_PREFIX) and folder not in runs]
     stale += [f"{last}/{a}" for a in store.storage.folders(last) if a not in attempts]
-    return sorted(stale)
+    return sorted(folder for folder in stale
+                  if any(stored.size > 0 for stored in store.storage.objects(folder)))
 
 
 def _position(spark: SparkSession, lake: Location, view: str, *, event_time: bool
