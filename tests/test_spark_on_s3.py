@@ -11,6 +11,9 @@ name, and `chronolake status` shows where each stands. Spark reads and writes th
 itself, through S3A (`chronolake.stack`): under delta-spark Delta's JVM writer commits the
 outputs, under delta-rs Spark writes their files and delta-rs commits them. Both lakes end
 with the same rows.
+
+Every process here names its backend, so the module runs once, in the pytest process of the
+delta-spark contract beside the suite (`./dev test`), which has the time to spare.
 """
 
 from __future__ import annotations
@@ -32,7 +35,15 @@ from dagster import AssetKey, DagsterInstance
 from chronolake.demo import DEMO_START, ORDER_COMMITS, build_demo_lake, feed_demo_lake
 from chronolake.lake.layout import output_path
 from chronolake.lake.storage import Storage
-from chronolake.stack import s3a_settings
+from chronolake.stack import BACKEND_ENV, s3a_settings
+
+pytestmark = [
+    pytest.mark.lake_contract,
+    pytest.mark.skipif(os.environ.get(BACKEND_ENV) != "delta-spark",
+                       reason="runs in the delta-spark contract beside the suite (./dev test), "
+                              f"or with {BACKEND_ENV}=delta-spark: its processes name their "
+                              "backends"),
+]
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
