@@ -75,6 +75,7 @@ import json, sys, time
 from pathlib import Path
 from chronolake.spark_session import local_spark_session
 table, writer, appends, folder = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+writers = int(sys.argv[5])
 spark = local_spark_session(f"writer-{writer}", lake=table, backend="delta-spark")
 print("log store", spark.conf.get("spark.delta.logStore.s3a.impl", "Delta's default"), flush=True)
 schema = "writer INT, seq INT"
@@ -86,7 +87,11 @@ else:
 while not (folder / "go").exists():
     time.sleep(0.05)
 for seq in range(appends):
+    # In step with the others (a loaded machine would otherwise let one finish first).
+    while seq and not all((folder / f"done-{w}-{seq - 1}").exists() for w in range(writers)):
+        time.sleep(0.05)
     spark.createDataFrame([(writer, seq)], schema).write.format("delta").mode("append").save(table)
+    (folder / f"done-{writer}-{seq}").touch()
     print(f"writer {writer} appended {seq}", flush=True)
 spark.stop()
 """
@@ -359,7 +364,7 @@ def _race(table: str, env: dict[str, str], folder: Path) -> list[str]:
     all are ready; the output of each."""
     writers = [
         subprocess.Popen([sys.executable, "-c", _WRITER, table, str(writer), str(APPENDS),
-                          str(folder)], env=env, stdout=subprocess.PIPE,
+                          str(folder), str(WRITERS)], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
         for writer in range(WRITERS)
     ]
