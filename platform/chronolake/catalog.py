@@ -178,8 +178,9 @@ class Catalog:
 
     # -- declaring -------------------------------------------------------------------------
 
-    def execute(self, statement: str) -> Spec | DataFrame:
-        """Run one statement: DDL registers a table or view; a query returns its DataFrame."""
+    def execute(self, statement: str) -> Spec | Dropped | DataFrame:
+        """Run one statement: DDL registers a table or view (a DROP returns what it removed); a
+        query returns its DataFrame."""
         results = list(self.run_script(statement))
         if len(results) != 1:
             raise DefinitionError(

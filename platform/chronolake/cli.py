@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TextIO
 
 import click
 from rich.console import Console
@@ -171,7 +172,7 @@ VERBOSE_OPTION = click.option(
 @VERBOSE_OPTION
 def sql(
     lake: str | Path,
-    script: click.utils.LazyFile | None,
+    script: TextIO | None,  # click.File("r"): a file opened for reading, or stdin
     statements_text: str | None,
     output_format: str,
     verbose: bool,

@@ -233,6 +233,7 @@ def main() -> None:
     # Ctrl-C reaches the server from the terminal; a TERM sent to this process is passed on.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: server.terminate())
+    assert server.stderr is not None, "opened with stderr=PIPE"
     pass_on_stderr(server.stderr)
     code = server.wait()
     sys.exit(128 - code if code < 0 else code)

@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from pyspark.sql import types as T
@@ -145,8 +145,9 @@ class Flink(Dialect):
             arguments = self._window_arguments(name, self._parse_csv(argument))
             return self.expression(exp.Anonymous(this=name, expressions=arguments))
 
-        def _parse_table_partition(self) -> list[exp.Expr] | None:
-            """Calcite's `PARTITION BY k` or `PARTITION BY (k1, k2)` after `TABLE t`."""
+        def _parse_table_partition(self) -> Sequence[exp.Expr | None] | None:
+            """Calcite's `PARTITION BY k` or `PARTITION BY (k1, k2)` after `TABLE t` (`[None]`
+            when no column follows a bare `PARTITION BY`)."""
             if not self._match(TokenType.PARTITION_BY):
                 return None
             if self._match(TokenType.L_PAREN):
@@ -180,8 +181,14 @@ class Flink(Dialect):
                 self.raise_error(f"{name}: {', '.join(missing)} missing; write {form}")
             return [given[p] for p in parameters if p in given]
 
-        def _parse_primary_key(self, *args: object, **kwargs: object) -> exp.Expr:
-            key = super()._parse_primary_key(*args, **kwargs)  # type: ignore[arg-type]
+        def _parse_primary_key(
+            self, wrapped_optional: bool = False, in_props: bool = False,
+            named_primary_key: bool = False,
+        ) -> exp.PrimaryKeyColumnConstraint | exp.PrimaryKey:
+            key = super()._parse_primary_key(
+                wrapped_optional=wrapped_optional, in_props=in_props,
+                named_primary_key=named_primary_key,
+            )
             if self._match_text_seq("ENFORCED", advance=False):
                 self.raise_error(
                     "PRIMARY KEY ... ENFORCED is not supported: chronolake does not own the "

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -71,8 +73,9 @@ def print_status(rows: list[TableStatus], backend: str) -> None:
     console = Console()
     table = Table(box=box.SIMPLE_HEAD, padding=0, show_edge=False)
     for header in ("name", "kind", "rowtime", "watermark", "pending", "last run"):
-        justify = "right" if header == "pending" else "left"
-        table.add_column(header, overflow="fold", justify=justify)
+        table.add_column(
+            header, overflow="fold", justify="right" if header == "pending" else "left"
+        )
     for row in rows:
         last = "" if row.last_run is None else f"{_time(row.last_run_at)} #{row.last_run}"
         if row.last_error is not None:
@@ -108,7 +111,8 @@ def print_feed(
             continue
         counts = dict.fromkeys(_ROW_METRICS, 0)
         for commit in latest_commits(path, after[name] - before[name]):
-            metrics = commit.get("operationMetrics") or {}
+            # numbers from delta-rs, their digits from delta-spark
+            metrics = cast(Mapping[str, int | str], commit.get("operationMetrics") or {})
             for what, names in _ROW_METRICS.items():
                 counts[what] += sum(int(metrics.get(metric, 0)) for metric in names)
             if commit.get("operation") in _WRITES:

@@ -64,7 +64,7 @@ def with_declared_columns(frame: DataFrame, spec: TableSpec) -> DataFrame:
 
 
 def relation_dataframe(
-    spark: SparkSession, backend: LakeBackend, spec: TableSpec, root: Path
+    spark: SparkSession, backend: LakeBackend, spec: TableSpec, root: str | Path
 ) -> DataFrame:
     """The table's current state (changelog applied) with its declared columns, no system columns.
 
@@ -84,7 +84,7 @@ def changelog_dataframe(
     spark: SparkSession,
     backend: LakeBackend,
     spec: TableSpec,
-    root: Path,
+    root: str | Path,
     start_version: int,
     end_version: int | None = None,
 ) -> DataFrame:
@@ -121,7 +121,7 @@ def through_view_rows(
 
 
 def _state_with_commits(
-    spark: SparkSession, backend: LakeBackend, spec: TableSpec, root: Path
+    spark: SparkSession, backend: LakeBackend, spec: TableSpec, root: str | Path
 ) -> DataFrame:
     changes = read_changelog(spark, backend, spec, root, 0)
     if spec.options.changelog is ChangelogMode.APPEND:

@@ -187,7 +187,8 @@ def local_spark_session(
         **(settings or {}),
     }
     start_spark_driver(conf)
-    return SparkSession.builder.config(map=conf).getOrCreate()
+    # A copy: `config` takes its own dict type (invariant), not a `dict[str, str]`.
+    return SparkSession.builder.config(map={**conf}).getOrCreate()
 
 
 JVM_NOTICES = re.compile(
@@ -292,11 +293,11 @@ def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterat
     try:
         yield
     finally:
-        for name, value in previous.items():
-            if value is None:
+        for name, before in previous.items():
+            if before is None:
                 spark.conf.unset(name)
             else:
-                spark.conf.set(name, value)
+                spark.conf.set(name, before)
 
 
 Row = Sequence[str | int | None]

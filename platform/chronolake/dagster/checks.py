@@ -11,7 +11,8 @@
 # definition time and refuses a string.
 
 import time
-from datetime import UTC
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dagster import (
@@ -24,6 +25,7 @@ from dagster import (
     AssetCheckSpec,
     AssetKey,
     DagsterInstance,
+    TimestampMetadataValue,
     asset_check,
 )
 from dagster_pyspark import PySparkResource
@@ -126,11 +128,15 @@ def primary_key_check(
         # what the answer depends on: the registration (key, changelog mode), which table
         # (one created anew counts its versions from 0 again) and its version
         version = catalog.backend.latest_version(location)
-        checked = {"registration": registration_digest(spec),
-                   "table_id": catalog.backend.table_id(location), "version": version}
+        checked: dict[str, str | int] = {
+            "registration": registration_digest(spec),
+            "table_id": catalog.backend.table_id(location), "version": version,
+        }
         earlier = _evaluated_on(context.instance, key, checked)
         if earlier is not None:
-            duplicates = int(earlier.metadata["duplicate_keys"].value)
+            stored = earlier.metadata["duplicate_keys"].value
+            assert isinstance(stored, int), "recorded as an int, below"
+            duplicates = stored
             context.log.info(f"{spec.name}: {duplicates} duplicated key values in version "
                              f"{version}, as checked before")
             return AssetCheckResult(passed=earlier.passed,
@@ -146,7 +152,7 @@ def primary_key_check(
 
 
 def _evaluated_on(
-    instance: DagsterInstance, key: AssetCheckKey, checked: dict[str, object]
+    instance: DagsterInstance, key: AssetCheckKey, checked: Mapping[str, object]
 ) -> AssetCheckEvaluation | None:
     """The latest finished evaluation of `key` when it checked the same registration, table
     and version (not the one this step is: planned, not yet evaluated)."""
@@ -173,7 +179,8 @@ def _previous_watermark(instance: DagsterInstance, key: AssetKey) -> float | Non
     if event is None or event.asset_materialization is None:
         return None
     value = event.asset_materialization.metadata.get("chronolake/watermark")
-    return None if value is None else float(value.value)
+    # None before a watermark; `run_metadata` records it as a timestamp
+    return float(value.value) if isinstance(value, TimestampMetadataValue) else None
 
 
 def _oldest_pending_age(catalog: Catalog, name: str) -> float:
@@ -187,7 +194,7 @@ def _oldest_pending_age(catalog: Catalog, name: str) -> float:
     tables = [store.location(path) for role, path in store.latest().state.items()
               if role in _WAITING_ROLES]
     minima = [column_minimum(table, STATE_PREFIX + COMMIT_TIMESTAMP) for table in tables]
-    times = [moment for moment in minima if moment is not None]
+    times = [moment for moment in minima if isinstance(moment, datetime)]  # or None: no rows
     if not times:
         return 0.0
     oldest = min(times)

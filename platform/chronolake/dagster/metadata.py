@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dagster import MetadataValue, TableColumn, TableSchema
 from dagster._core.definitions.metadata.metadata_set import NamespacedMetadataSet
@@ -120,8 +120,8 @@ def run_metadata(result: RunResult, path: str | Path) -> dict[str, Any]:
         metadata["chronolake/waiting_reason"] = result.waiting_reason
     if result.ticks is not None:
         metadata |= tick_metadata(result.ticks)
-    for name, value in result.figures.items():
-        metadata[name] = MetadataValue.int(value)
+    for name, value in result.figures.items():  # a TypedDict's items are typed `object`
+        metadata[name] = MetadataValue.int(cast(int, value))  # every declared figure is an int
     return metadata
 
 

@@ -112,9 +112,10 @@ def _ask_connect_ui(spark: SparkSession) -> str | None:
         if spark.conf.get("spark.ui.enabled", "true") != "true":
             return None
         port = spark.conf.get("spark.ui.port", "4040")
-        host = spark.client.host  # type: ignore[attr-defined]  # the server's, from sc://
+        host = spark.client.host  # the server's, from sc://
     except Exception:
         return None
+    assert port is not None, "conf.get with a default returns a value (typed Optional)"
     base = ui_applications(host, port)
     try:
         # A host that drops packets costs the short timeout, not the first request's long one.

@@ -110,17 +110,15 @@ def plan_buckets(
 
 def _time_stats(frame: DataFrame, key_hash: str, tick: str, top: int) -> dict:
     """One aggregate row; approximate where exactness only matters for speed."""
-    return (
-        frame.agg(
-            F.count(F.lit(1)).alias("rows"),
-            F.approx_count_distinct(key_hash).alias("keys"),
-            F.min(tick).alias("t_min"),
-            F.max(tick).alias("t_max"),
-            F.call_function("approx_top_k", F.col(key_hash), F.lit(top)).alias("top"),
-        )
-        .first()  # metadata-sized: one row of statistics
-        .asDict(recursive=True)
-    )
+    row = frame.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.approx_count_distinct(key_hash).alias("keys"),
+        F.min(tick).alias("t_min"),
+        F.max(tick).alias("t_max"),
+        F.call_function("approx_top_k", F.col(key_hash), F.lit(top)).alias("top"),
+    ).first()  # metadata-sized: one row of statistics
+    assert row is not None, "a global aggregate has one row"
+    return row.asDict(recursive=True)
 
 
 def _lookup(table: Mapping[int, int], key_hash: Column, default: int) -> Column:

@@ -75,7 +75,7 @@ def commit_appended(
     partition_columns = list(table.metadata().partition_columns)
     try:
         table.create_write_transaction(
-            added,
+            [*added],  # delta-rs takes a `list[AddAction | RemoveAction]` (invariant)
             mode="append",
             schema=table.schema(),
             partition_by=partition_columns or None,

@@ -204,7 +204,7 @@ def _unz85(text: str) -> bytes:
 
 def _z85(data: bytes) -> str:
     """ZeroMQ's Z85 encoding (Delta's for the UUID of a deletion vector file)."""
-    out = []
+    out: list[str] = []
     for start in range(0, len(data), 4):
         value = int.from_bytes(data[start:start + 4], "big")
         chunk = []

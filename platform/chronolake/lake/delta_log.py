@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import cast
 
 CDF_PROPERTY = "delta.enableChangeDataFeed"
 COLUMN_MAPPING_PROPERTY = "delta.columnMapping.mode"
@@ -108,7 +109,7 @@ def parse_commit(version: int, lines: Iterable[str], *, fallback_timestamp_ms: i
             operation = str(info.get("operation", operation))
         elif "metaData" in entry:
             metadata = entry["metaData"]
-            configuration = dict(metadata.get("configuration") or {})
+            configuration = dict(cast(Mapping[str, str], metadata.get("configuration") or {}))
         elif "protocol" in entry:
             protocol = entry["protocol"]
         elif txn := entry.get("txn"):

@@ -177,7 +177,8 @@ class DeltaRsBackend(LakeBackend):
                         "replacing its rows")
         with writing_in_place(files):
             table.create_write_transaction(
-                _write_files(df, files, partition_columns),
+                # a list of its own: delta-rs takes `list[AddAction | RemoveAction]` (invariant)
+                [*_write_files(df, files, partition_columns)],
                 mode="overwrite",
                 schema=Schema.from_json(df.schema.json()),
                 partition_by=partition_columns or None,

@@ -366,7 +366,7 @@ class DerivedTable:
         backend, run = self.catalog.backend, plan.number
         app = f"chronolake/{self.name}"
 
-        def write(frame: DataFrame, path: Path, app_id: str) -> int | None:
+        def write(frame: DataFrame, path: str | Path, app_id: str) -> int | None:
             if replace:
                 return backend.overwrite_dataframe(frame, path)
             return backend.append_dataframe(frame, path, app_id=app_id, app_version=run)
@@ -375,6 +375,7 @@ class DerivedTable:
         if self.view.updating:  # read twice: counted, then applied
             changes = reused(changes)
         counts = OutputFigures(changes, step.output_figures)
+        version: int | None  # None: a retried run's commit was already in the table
         if self.view.updating:  # the kinds decide how the changes are applied: counted first
             figures = counts.counted()
             if replace:

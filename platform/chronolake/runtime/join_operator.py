@@ -38,7 +38,6 @@ from chronolake.joins.versions import (
     on_time_for_first_row,
     retained_versions,
 )
-from chronolake.runtime.figures import RunFigures
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import (
     OUTPUT,
@@ -124,8 +123,8 @@ class TemporalJoinOperator(Operator):
             if from_history is not None:
                 matched = matched.unionByName(from_history)
         held = context.tallies_counted
-        matched = Tally(matched, _row_count("matched_rows"), held=held, behind_view=True)
-        output = join_query(self.plan, without_annotations(ready), matched.observed,
+        matches = Tally(matched, _row_count("matched_rows"), held=held, behind_view=True)
+        output = join_query(self.plan, without_annotations(ready), matches.observed,
                             changelog=True)
         retained = Tally(
             retained_versions(events, self.plan.build_keys, self.build_time, threshold),
@@ -142,7 +141,7 @@ class TemporalJoinOperator(Operator):
                 new_events, self.plan, counts["build_rows_in"]
             ),
             figures=_counted(counts),
-            tallied=_tallied(counts, matched, "versions", retained),
+            tallied=_tallied(counts, matches, "versions", retained),
         )
 
     def _processing_time_step(
@@ -283,7 +282,7 @@ def _build_figures(build: InputRead) -> dict[str, DataFrame | Where]:
     return {"build_rows_in": build.rows, "late_build_rows": Where(build.rows, F.col(LATE_COLUMN))}
 
 
-def _counted(counts: Mapping[str, int]) -> RunFigures:
+def _counted(counts: Mapping[str, int]) -> dict[str, int]:
     """The figures the step's own job counted."""
     return {
         "rows_in": counts["probe_rows_in"] + counts["build_rows_in"],
@@ -309,7 +308,7 @@ def _tallied(counts: Mapping[str, int], matched: Tally, kept_role: str, kept: Ta
     """The figures that follow from the output's matches (counted as the output is written)
     and from the kept versions (as state role `kept_role` is written)."""
 
-    def figures(tallied: Mapping[str, int]) -> RunFigures:
+    def figures(tallied: Mapping[str, int]) -> dict[str, int]:
         return {
             "unmatched_rows": counts["emitted_probe_rows"] - tallied["matched_rows"],
             "state_rows": counts["pending_rows"] + tallied["kept_versions"],

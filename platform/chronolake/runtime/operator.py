@@ -19,7 +19,6 @@ from pyspark.sql import functions as F
 from chronolake.clock import Clock
 from chronolake.lake.changelog import COMMIT_VERSION, POSITION, ROW_KIND, RowKind
 from chronolake.runtime.checkpoint import Checkpoint
-from chronolake.runtime.figures import RunFigures
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.result import TickReport
 from chronolake.runtime.tally import Tally
@@ -43,10 +42,11 @@ class Step:
     late: DataFrame
     state: dict[str, DataFrame]
     history: DataFrame | None
-    figures: RunFigures
+    figures: Mapping[str, int]
     """Counted by the step; the output's own figures (`rows_out`, by kind) are counted by
     the run as it writes the output (`chronolake.runtime.output_figures`), and those of
-    `tallied` by the writes of the frames they are built on."""
+    `tallied` by the writes of the frames they are built on. Names built at run time, checked
+    against `RunFigures` when the run commits (`runtime.figures.run_figures`)."""
     waiting_reason: str | None = None
     ticks: TickReport | None = None
     """What the ticks and alignment did (a ticked run only)."""
@@ -66,9 +66,9 @@ class Tallied:
 
     tallies: Mapping[str, Tally]
     """By the write that reads each one's `observed` frame: `OUTPUT`, or a state role."""
-    figures: Callable[[Mapping[str, int]], RunFigures]
+    figures: Callable[[Mapping[str, int]], Mapping[str, int]]
 
-    def written(self, versions: Mapping[str, int | None]) -> RunFigures:
+    def written(self, versions: Mapping[str, int | None]) -> Mapping[str, int]:
         """The figures once the writes are done, `versions` the version each committed (None,
         or missing: skipped, so its tallies are counted now)."""
         if any(versions.get(write) is None for write in self.tallies):
@@ -78,7 +78,7 @@ class Tallied:
             for name, count in tally.written(versions[write]).items()
         })
 
-    def counted(self) -> RunFigures:
+    def counted(self) -> Mapping[str, int]:
         """The figures counted now, in one Spark job (a ticked run needs each tick's)."""
         return self.figures(_aggregated([
             (tally.frame, tally.aggregates) for tally in self.tallies.values()

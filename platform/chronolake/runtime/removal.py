@@ -45,7 +45,7 @@ class RemovedData(BaseModel):
 
 
 @contextmanager
-def removal_lock(root: Path, name: str, action: str) -> Iterator[None]:
+def removal_lock(root: str | Path, name: str, action: str) -> Iterator[None]:
     """Hold the run lock of view `name` while `action` (e.g. "drop view 'v'") changes it.
 
     Raises `RunError`, having changed nothing, when a run of the view holds the lock.
@@ -62,7 +62,7 @@ def removal_lock(root: Path, name: str, action: str) -> Iterator[None]:
         yield
 
 
-def remove_view_data(root: Path, name: str) -> RemovedData:
+def remove_view_data(root: str | Path, name: str) -> RemovedData:
     """Delete view `name`'s output, late rows and state (the caller holds `removal_lock`)."""
     lake, (output, late, state) = Storage(root), view_data_keys(name)
     has_output = lake.holds(output)
@@ -79,7 +79,7 @@ def remove_view_data(root: Path, name: str) -> RemovedData:
     return removed
 
 
-def has_view_data(root: Path, name: str) -> bool:
+def has_view_data(root: str | Path, name: str) -> bool:
     """Whether anything chronolake writes for a view exists under `name`."""
     lake = Storage(root)
     return any(lake.holds(folder) for folder in view_data_keys(name))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
+from typing import cast
 
 from pyspark.sql.types import StructType
 
@@ -45,7 +46,7 @@ class OverwritePolicy(StrEnum):
     FULL_REFRESH = "full-refresh"
 
 
-def require_delta_table(path: Path, spec: TableSpec, derived: str) -> None:
+def require_delta_table(path: str | Path, spec: TableSpec, derived: str) -> None:
     """Raise `SourceError` when the source's location holds no Delta table."""
     if not is_table(path):
         msg = (
@@ -57,7 +58,7 @@ def require_delta_table(path: Path, spec: TableSpec, derived: str) -> None:
         raise SourceError(msg)
 
 
-def declared_column_types(path: Path, spec: TableSpec, version: int) -> dict[str, str]:
+def declared_column_types(path: str | Path, spec: TableSpec, version: int) -> dict[str, str]:
     """The Delta types of the source's declared physical columns at `version` (absent
     columns left out), from the Delta log alone."""
     schema = stored_schema(path, version) or StructType()
@@ -101,7 +102,7 @@ def check_columns(
             raise SourceError(msg)
 
 
-def overwrite_versions(path: Path, start: int, end: int) -> list[int]:
+def overwrite_versions(path: str | Path, start: int, end: int) -> list[int]:
     """The versions in `start..end` that rewrote the table (OVERWRITE, REPLACE), oldest
     first, from the commit infos in the Delta log (metadata-sized). Version 0 creates the
     table, whatever its mode, so it replaces nothing."""
@@ -110,14 +111,12 @@ def overwrite_versions(path: Path, start: int, end: int) -> list[int]:
         return []
     history = latest_commits(path, table_version(path) - start + 1)
     return sorted(
-        int(entry["version"])
-        for entry in history
-        if start <= int(entry.get("version", -1)) <= end and _replaces(entry)
+        _version(entry) for entry in history if start <= _version(entry) <= end and _replaces(entry)
     )
 
 
 def overwrite_error(
-    spec: TableSpec, path: Path, versions: list[int], consumed_version: int, derived: str
+    spec: TableSpec, path: str | Path, versions: list[int], consumed_version: int, derived: str
 ) -> SourceError:
     """A source was rewritten after the checkpoint and the derived table does not refresh."""
     listed = ", ".join(map(str, versions))
@@ -131,6 +130,11 @@ def overwrite_error(
         "on_source_overwrite='full-refresh'"
     )
     return SourceError(msg)
+
+
+def _version(entry: dict[str, object]) -> int:
+    """A `latest_commits` entry's version: always there, the int of its commit's file name."""
+    return cast(int, entry["version"])
 
 
 def _replaces(entry: dict[str, object]) -> bool:

@@ -102,7 +102,10 @@ def _observed_exactly_inside(frame: DataFrame) -> bool:
     session on a local master. Spark Connect's client does not report one there, and on a
     cluster its stage may run again (a lost executor, a speculative task), every attempt
     adding to it."""
-    return not _is_connect(frame) and frame.sparkSession.sparkContext.master.startswith("local")
+    if _is_connect(frame):
+        return False
+    master = frame.sparkSession.sparkContext.master  # typed Optional; set on a running context
+    return master is not None and master.startswith("local")
 
 
 def _is_connect(frame: DataFrame) -> bool:
@@ -119,5 +122,5 @@ def _observation_for(frame: DataFrame) -> Observation:
 
         return ConnectObservation()  # type: ignore[return-value]
     observation = object.__new__(Observation)  # the classic class, whatever the process opened
-    observation.__init__()
+    Observation.__init__(observation)
     return observation

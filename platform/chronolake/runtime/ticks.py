@@ -37,7 +37,7 @@ from chronolake.alignment.schedule import SourceBacklog, TickSchedule, schedule_
 from chronolake.alignment.settings import AlignmentSettings
 from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_VERSION
 from chronolake.runtime.checkpoint import Checkpoint, InputPosition
-from chronolake.runtime.figures import LEVEL_FIGURES, RunFigures
+from chronolake.runtime.figures import LEVEL_FIGURES
 from chronolake.runtime.inputs import InputRead, combined_watermark
 from chronolake.runtime.operator import Operator, RunContext, Step
 from chronolake.runtime.result import TickReport
@@ -147,7 +147,7 @@ def step_ticks(
     late: list[DataFrame] = []
     history: list[DataFrame] = []
     buffered: list[int] = []
-    figures: RunFigures = {}
+    figures: dict[str, int] = {}
     state: dict[str, DataFrame] = {}
     step: Step | None = None
     committed = context.history

@@ -176,7 +176,8 @@ def _options(create: exp.Create, table: str) -> dict[str, str]:
                 "clause after the column list is WITH ('key' = 'value', ...)"
             )
             raise DefinitionError(msg)
-        key, value = prop.this, prop.args.get("value")
+        key = prop.this
+        value: exp.Expr = prop.args["value"]  # the parser requires one: 'key' = value
         if not _is_string(value):
             msg = (
                 f"table {table!r}: option {key.name!r} = {canonical_sql(value)}: values are "

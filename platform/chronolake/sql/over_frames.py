@@ -28,4 +28,4 @@ def query_over(sql: str, frames: Mapping[str, DataFrame]) -> DataFrame:
     for name in frames:
         text = text.replace(name, "{" + name + "}")
     spark = next(iter(frames.values())).sparkSession
-    return spark.sql(text, **frames)
+    return spark.sql(text, None, **frames)  # no `args`: every keyword is a frame

@@ -28,6 +28,7 @@ def rank_range(
     conjuncts = list(condition.flatten()) if isinstance(condition, exp.And) else (
         [condition] if condition is not None else []
     )
+    written = canonical_sql(condition) if condition is not None else "(none)"
     bounds: list[tuple[str, int]] = []
     rest: list[exp.Expr] = []
     for conjunct in conjuncts:
@@ -36,14 +37,13 @@ def rank_range(
             bounds.append(bound)
         elif any(is_rank_column(c, rank) for c in conjunct.find_all(exp.Column)):
             msg = (
-                f"WHERE {canonical_sql(condition)}: {canonical_sql(conjunct)} is not a "
+                f"WHERE {written}: {canonical_sql(conjunct)} is not a "
                 f"window Top-N bound; compare {rank} alone with a constant, e.g. {rank} <= 3, "
                 f"{rank} < 4 or {rank} = 1, and AND it with other conditions"
             )
             raise DefinitionError(msg)
         else:
             rest.append(conjunct)
-    written = canonical_sql(condition) if condition is not None else "(none)"
     sides = sorted(side for side, _ in bounds)
     values = dict(bounds)
     if sides == ["both"]:
@@ -81,7 +81,8 @@ def _bound(conjunct: exp.Expr, rank: str) -> tuple[str, int] | None:
     """("upper" | "lower" | "both", value) of `rank <op> constant` (either side), else None."""
     if not isinstance(conjunct, _COMPARISONS):
         return None
-    left, right, operator = conjunct.this, conjunct.expression, type(conjunct)
+    operator: type[exp.Expr] = type(conjunct)  # a comparison's, possibly mirrored
+    left, right = conjunct.this, conjunct.expression
     if is_rank_column(right, rank) and not is_rank_column(left, rank):
         left, right, operator = right, left, _MIRRORED[operator]
     if not is_rank_column(left, rank) or any(

@@ -116,6 +116,7 @@ def rewrite_as_regular_join(
         alias = table.alias_or_name
         if table.args.get("version") is not None:
             join = table.parent
+            assert isinstance(join, exp.Join), "temporal_joins read it as a join's"
             table.replace(exp.to_table(matched_view).as_(alias))
             identity = exp.and_(
                 exp.column(COMMIT_VERSION, plan.ref.probe_alias).eq(

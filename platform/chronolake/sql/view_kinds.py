@@ -158,7 +158,8 @@ def derived_view(view: ViewSpec, catalog: Catalog) -> ViewSpec:
         source = plain_source(view.query)
         return view if source is None else _through_plain_view(view, select, source, catalog)
     if kind is ViewKind.TEMPORAL_JOIN:
-        [ref] = temporal_joins(view.query)[:1] or [None]
+        refs = temporal_joins(view.query)
+        ref = refs[0] if refs else None
         if ref is None or ref.probe_table is None:
             return view
         return _through_temporal_join(view, select, ref, catalog)

@@ -93,6 +93,8 @@ def _deduplication(
 ) -> tuple[DeduplicationSpec, Callable[[str], str | None]] | None:
     """The deduplication a query is, with a map from source columns to output names."""
     outer = query
+    if not isinstance(outer, exp.Select):
+        return None  # only a SELECT reads one relation (`_from`)
     inner = _from(outer)
     if not (isinstance(inner, exp.Subquery) and isinstance(inner.this, exp.Select)):
         return None
@@ -163,7 +165,7 @@ def _row_number(inner: exp.Select) -> tuple[str, exp.Window] | None:
 def _keeps_rank_one(where: exp.Where | None, rank_column: str) -> bool:
     """`rn = 1`, `rn <= 1` or `rn < 2` (either side), the filters Flink reads as rank 1."""
     condition = where.this if where else None
-    if type(condition) not in _MIRRORED:
+    if condition is None or type(condition) not in _MIRRORED:
         return False
     column, value, operator = condition.this, condition.expression, type(condition)
     if isinstance(value, exp.Column):  # 1 = rn, 1 >= rn, 2 > rn

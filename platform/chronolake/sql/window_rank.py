@@ -214,14 +214,14 @@ def _rank_window(ranking: exp.Select) -> tuple[str, exp.Window]:
     """(alias, OVER window) of the ranking SELECT's one `ROW_NUMBER() OVER (...) AS alias`."""
     windows = [p for p in ranking.expressions if p.find(exp.Window) is not None]
     projection = windows[0] if len(windows) == 1 else None
-    window = projection.this if isinstance(projection, exp.Alias) else None
-    if not isinstance(window, exp.Window):
+    if not (isinstance(projection, exp.Alias) and isinstance(projection.this, exp.Window)):
         msg = (
             "a window Top-N's ranking query has one item `ROW_NUMBER() OVER (PARTITION BY "
             f"window_start, window_end ORDER BY ...) AS rownum`; got "
             f"{', '.join(canonical_sql(p) for p in windows) or 'none'}"
         )
         raise DefinitionError(msg)
+    window = projection.this
     function = window.this
     if isinstance(function, (exp.Rank, exp.DenseRank)):
         name = "RANK" if isinstance(function, exp.Rank) else "DENSE_RANK"

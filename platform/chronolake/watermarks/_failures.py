@@ -47,6 +47,7 @@ def _first_failing(base: DataFrame, column: str, low: int, high: int) -> int | N
 def _bounds(frame: DataFrame, column: str) -> tuple[int, int]:
     # Two numbers read back to the driver: metadata-sized.
     row = frame.agg(F.min(column).alias("low"), F.max(column).alias("high")).first()
+    assert row is not None, "a global aggregate has one row"
     return int(row["low"]), int(row["high"])
 
 
@@ -69,6 +70,7 @@ def raise_strategy_failure(
             names: list[str | Column] = [SPLIT, *key]
             # One row read back to name it in the message.
             row = in_commit.filter(F.col(POSITION) == position).select(*names).first()
+            assert row is not None, "_first_failing found a row at this position"
             described = ", ".join(f"{name}={row[name]!r}" for name in key)
             where = (
                 f"on the row at commit version {version}, position {position} "

@@ -188,7 +188,8 @@ class WatermarkAssigner(BaseModel):
             raise DefinitionError(msg)
         column = spec.column(spec.watermark.rowtime)
         system = isinstance(column, ComputedColumn) and column.is_system_rowtime
-        split_by, by_partitions = spec.options.split_by, ()
+        split_by = spec.options.split_by
+        by_partitions: tuple[str, ...] = ()
         if split_by == SPLIT_BY_PARTITIONS:
             split_by, by_partitions = None, _partitions(spec, partition_columns)
         return cls(
@@ -416,6 +417,7 @@ class AssignedChangelog:
             F.count_if(F.col(LATE_COLUMN)).alias("late_rows"),
             F.count_if(rowtime.isNull()).alias("null_rowtime_rows"),
         ).first()
+        assert row is not None, "a global aggregate has one row"
         return {name: int(row[name]) for name in ("rows", "late_rows", "null_rowtime_rows")}
 
 
