@@ -42,6 +42,7 @@ from incremental import RESULTS, START_US, StageMeter, _ascending
 from chronolake import Catalog
 from chronolake.lake import upserts
 from chronolake.lake.layout import output_path
+from chronolake.lake.storage import Location
 from chronolake.runtime.views import materialize_view
 from chronolake.spark_session import local_spark_session
 
@@ -89,12 +90,12 @@ def _rates(currency_times_us: list[int]) -> pa.Table:
     })
 
 
-def _output_commit(path: Path, version: int | None) -> dict[str, float]:
+def _output_commit(path: Location, version: int | None) -> dict[str, float]:
     """Files and bytes the output commit rewrote (removed, not re-added with a deletion vector),
     marked (re-added with one) and added, from its Delta log."""
     if version is None:
         return {}
-    log = path / "_delta_log" / f"{version:020d}.json"
+    log = path.path / "_delta_log" / f"{version:020d}.json"
     actions = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     marked = [a["add"] for a in actions if "deletionVector" in a.get("add", {})]
     kept = {a["path"] for a in marked}
@@ -110,7 +111,7 @@ def _output_commit(path: Path, version: int | None) -> dict[str, float]:
     }
 
 
-def _table_size(path: Path) -> tuple[int, int]:
+def _table_size(path: Location) -> tuple[int, int]:
     actions = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True))
     return actions.num_rows, int(pa.compute.sum(actions["size_bytes"]).as_py() or 0)
 
@@ -121,7 +122,7 @@ def _ratio(part: float, whole: float) -> float | None:
 
 def _run_both(catalog: Catalog, meter: StageMeter, label: str) -> dict:
     out = output_path(catalog.root, "enriched")
-    files_before, bytes_before = _table_size(out) if out.exists() else (0, 0)
+    files_before, bytes_before = _table_size(out) if out.path.exists() else (0, 0)
     meter.start()
     started = time.perf_counter()
     enriched = materialize_view(catalog, "enriched")

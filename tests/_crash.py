@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from chronolake.catalog import Catalog
 from chronolake.demo import CDF_ON, DEMO_START, RATES_SCHEMA, append_orders, change_rate
 from chronolake.lake import DeltaRsBackend
-from chronolake.lake.storage import Location, join
+from chronolake.lake.storage import LocationLike, as_location
 from chronolake.runtime.faults import FAULT_ENV
 
 REPO = Path(__file__).resolve().parents[1]
@@ -137,18 +137,19 @@ def build_tiny_lake(
     return catalog
 
 
-def add_batch(root: Location, batch: int) -> None:
+def add_batch(root: LocationLike, batch: int) -> None:
     """One more commit of orders 15 minutes later than the last, and a rate change after
     them (so the build watermark lets the batch's orders through)."""
     start = DEMO_START + timedelta(minutes=15 * batch)
-    append_orders(join(root, "orders"), rng=random.Random(batch),
+    append_orders(as_location(root) / "orders", rng=random.Random(batch),
                   first_id=batch * ORDERS_PER_BATCH, count=ORDERS_PER_BATCH, start=start)
     rate = str(Decimal("1.10") + Decimal(batch + 1) / 100)
-    change_rate(DeltaTable(str(join(root, "rates"))), "EUR", rate, start + timedelta(minutes=16))
+    rates = DeltaTable(str(as_location(root) / "rates"))
+    change_rate(rates, "EUR", rate, start + timedelta(minutes=16))
 
 
 def start_run(
-    lake: Location, name: str, *, fault: str | None = None, full_refresh: bool = False,
+    lake: LocationLike, name: str, *, fault: str | None = None, full_refresh: bool = False,
     staged: bool = False,
 ) -> subprocess.Popen[str]:
     """Start a run of derived table `name` in a fresh Python process (its own JVM), with
@@ -185,7 +186,7 @@ def start_run(
 
 
 def run_in_subprocess(
-    lake: Path, name: str, *, fault: str | None = None, full_refresh: bool = False
+    lake: LocationLike, name: str, *, fault: str | None = None, full_refresh: bool = False
 ) -> subprocess.CompletedProcess[str]:
     """Run derived table `name` in a fresh Python process (its own JVM), with `fault` armed."""
     process = start_run(lake, name, fault=fault, full_refresh=full_refresh)
@@ -204,7 +205,7 @@ def finish(process: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
-def delta_rows(spark: SparkSession, path: Location) -> DataFrame:
+def delta_rows(spark: SparkSession, path: LocationLike) -> DataFrame:
     """The latest snapshot of the Delta table at `path`."""
     return DeltaRsBackend(spark).snapshot(path)
 

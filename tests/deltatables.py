@@ -34,7 +34,7 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from chronolake.lake.deletion_vectors import vector_file
 from chronolake.lake.log_reader import LOG, latest_version, read_commits
-from chronolake.lake.storage import Storage
+from chronolake.lake.storage import LocationLike, Storage
 
 Rows = pa.Table | Sequence[Mapping[str, Any]]
 
@@ -47,7 +47,7 @@ def as_table(rows: Rows, schema: pa.Schema | None = None) -> pa.Table:
 
 
 def write_commits(
-    path: str | Path,
+    path: LocationLike,
     commits: Sequence[Rows],
     *,
     cdf: bool = True,
@@ -73,20 +73,20 @@ def one_commit_per_row(rows: Sequence[Mapping[str, Any]]) -> list[list[Mapping[s
     return [[row] for row in rows]
 
 
-def update_rows(path: str | Path, predicate: str, updates: Mapping[str, str]) -> int:
+def update_rows(path: LocationLike, predicate: str, updates: Mapping[str, str]) -> int:
     """One UPDATE commit: `updates` maps columns to SQL expressions, e.g. {"rate": "rate * 2"}."""
     DeltaTable(str(path)).update(updates=dict(updates), predicate=predicate)
     return DeltaTable(str(path)).version()
 
 
-def delete_rows(path: str | Path, predicate: str) -> int:
+def delete_rows(path: LocationLike, predicate: str) -> int:
     """One DELETE commit of the rows matching the SQL `predicate`."""
     DeltaTable(str(path)).delete(predicate)
     return DeltaTable(str(path)).version()
 
 
 def commit_files(
-    path: str | Path, files: Sequence[Rows], *, schema: pa.Schema | None = None
+    path: LocationLike, files: Sequence[Rows], *, schema: pa.Schema | None = None
 ) -> int:
     """One append commit of several parquet files, logged in the order given (an unpartitioned
     table; created from the first file's schema when missing)."""
@@ -99,7 +99,7 @@ def commit_files(
     return DeltaTable(str(path)).version()
 
 
-def rewrite_files(path: str | Path, rows: Rows) -> int:
+def rewrite_files(path: LocationLike, rows: Rows) -> int:
     """One commit that removes every active file and adds one file of `rows`, without
     change data files: what a rewrite by a writer that does not produce them logs (the
     change data feed then reads the removed rows as -D and the added ones as +I)."""
@@ -114,12 +114,12 @@ def rewrite_files(path: str | Path, rows: Rows) -> int:
     return DeltaTable(str(path)).version()
 
 
-def _add_file(path: str | Path, table: pa.Table) -> AddAction:
+def _add_file(path: LocationLike, table: pa.Table) -> AddAction:
     name = f"part-{uuid4()}.parquet"
-    pq.write_table(table, Path(path) / name)
+    pq.write_table(table, Path(str(path)) / name)
     return AddAction(
         path=name,
-        size=(Path(path) / name).stat().st_size,
+        size=(Path(str(path)) / name).stat().st_size,
         partition_values={},
         modification_time=int(time.time() * 1000),
         data_change=True,
@@ -127,7 +127,7 @@ def _add_file(path: str | Path, table: pa.Table) -> AddAction:
     )
 
 
-def enable_cdf(path: str | Path) -> int:
+def enable_cdf(path: LocationLike) -> int:
     """One commit turning the change data feed on (later commits get `_change_data` files)."""
     DeltaTable(str(path)).alter.set_table_properties({"delta.enableChangeDataFeed": "true"})
     return DeltaTable(str(path)).version()
@@ -154,7 +154,7 @@ def require_features(
     log.write_text("".join(json.dumps(e) + "\n" for e in entries))
 
 
-def table_rows(location: str | Path) -> pa.Table:
+def table_rows(location: LocationLike) -> pa.Table:
     """The latest rows of the Delta table at `location`, by delta-rs's own engine, which
     honours deletion vectors (Delta's MERGE writes them under the delta-spark backend)."""
     rows = pa.RecordBatchReader.from_stream(DeltaTable(str(location)).scan()).read_all()
@@ -163,7 +163,7 @@ def table_rows(location: str | Path) -> pa.Table:
     return rows.cast(pa.schema([f.with_type(plain.get(f.type, f.type)) for f in rows.schema]))
 
 
-def unreferenced_files(location: str | Path) -> list[str]:
+def unreferenced_files(location: LocationLike) -> list[str]:
     """The files of the Delta table at `location` that no commit of its log names (`add`,
     `remove`, `cdc`, deletion vector files): what a write left that no reader will ever see.
     The log, and hidden names (scratch, Hadoop's `.crc` checksums), are not the table's."""

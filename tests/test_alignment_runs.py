@@ -191,7 +191,7 @@ def test_a_reader_that_cannot_pause_splits_stops_the_run_naming_the_option(
     expected = f"must pause splits \\['us'\\].*'{ALLOW_UNALIGNED_SOURCE_SPLITS}' = 'true'"
     with pytest.raises(RunError, match=expected):
         DerivedTable(catalog, VIEW).run()
-    assert not output_path(tmp_path, VIEW).exists()
+    assert not output_path(tmp_path, VIEW).path.exists()
 
 
 def test_unaligned_splits_allowed_run_on_unaligned_and_say_so(

@@ -65,8 +65,8 @@ def test_each_views_kind_is_recorded_when_it_is_registered(
     older = json.loads(entry.read_text())  # an entry written before kinds were recorded
     del older["view"]["view_kind"]
     copy = Catalog(demo_lake / "older", spark)
-    (copy.root / "_chronolake" / "catalog").mkdir(parents=True)
-    (copy.root / "_chronolake" / "catalog" / entry.name).write_text(json.dumps(older))
+    (copy.root.path / "_chronolake" / "catalog").mkdir(parents=True)
+    (copy.root.path / "_chronolake" / "catalog" / entry.name).write_text(json.dumps(older))
     assert view_kind(copy.spec("orders_enriched")) is ViewKind.TEMPORAL_JOIN
 
 

@@ -70,7 +70,7 @@ from chronolake.lake.in_place import MARKERS, WriteMarker
 from chronolake.lake.layout import late_path, lock_dir, output_path, state_path
 from chronolake.lake.log_reader import LOG
 from chronolake.lake.scratch import SCRATCH_PREFIXES, writer_of
-from chronolake.lake.storage import Location, Storage, join
+from chronolake.lake.storage import LocationLike, Storage, as_location
 from chronolake.runtime.chain import behind, upstream_derived
 from chronolake.runtime.checkpoint import RUN_PREFIX, CheckpointStore
 from chronolake.runtime.derived import DerivedTable
@@ -163,7 +163,7 @@ class Lakes:
     """The lake the test attacks and the fault-free one; its derived tables, upstream first,
     and whether each is event-time."""
 
-    chaos: Location
+    chaos: LocationLike
     reference: Path
     views: list[str]
     event_time: dict[str, bool]
@@ -190,7 +190,7 @@ def _plan(rng: random.Random, due: list[str], *, concurrent: bool) -> list[Attac
     return attacks
 
 
-def _writes_of(pid: int, folders: list[Location]) -> bool:
+def _writes_of(pid: int, folders: list[LocationLike]) -> bool:
     """Whether scratch or a write's marker of process `pid` is in `folders`: it began writing
     there."""
     for folder in folders:
@@ -204,7 +204,7 @@ def _writes_of(pid: int, folders: list[Location]) -> bool:
     return False
 
 
-def _kill_once_writing(process: subprocess.Popen[str], folders: list[Location], delay_s: float
+def _kill_once_writing(process: subprocess.Popen[str], folders: list[LocationLike], delay_s: float
                        ) -> None:
     """SIGKILL `process` `delay_s` after it began writing into `folders`; nothing if it ends
     first."""
@@ -216,7 +216,7 @@ def _kill_once_writing(process: subprocess.Popen[str], folders: list[Location], 
         time.sleep(_POLL_S)
 
 
-def _start(lake: Location, attacks: list[Attack]
+def _start(lake: LocationLike, attacks: list[Attack]
            ) -> list[tuple[Attack, subprocess.Popen[str]]]:
     """Start every attack's run at once; a thread times each delayed kill."""
     started = []
@@ -233,11 +233,11 @@ def _start(lake: Location, attacks: list[Attack]
     return started
 
 
-def _run(spark: SparkSession, lake: Location, view: str) -> RunResult:
+def _run(spark: SparkSession, lake: LocationLike, view: str) -> RunResult:
     return DerivedTable(Catalog(lake, spark), view).run()
 
 
-def _catch_up(spark: SparkSession, lake: Location, view: str) -> int:
+def _catch_up(spark: SparkSession, lake: LocationLike, view: str) -> int:
     """Run `view` without faults until it is up to date; returns the runs that committed."""
     for committed in range(RUN_LIMIT):
         if _run(spark, lake, view).status is RunStatus.UP_TO_DATE:
@@ -245,12 +245,12 @@ def _catch_up(spark: SparkSession, lake: Location, view: str) -> int:
     pytest.fail(f"{view} in {lake} is still not up to date after {RUN_LIMIT} runs")
 
 
-def _add_batch(root: Location, batch: int) -> None:
+def _add_batch(root: LocationLike, batch: int) -> None:
     """`add_batch`, and on even batches three orders an hour before any watermark: late in
     every run, however runs group the batches."""
     add_batch(root, batch)
     if batch % 2 == 0:
-        append_orders(join(root, "orders"), rng=random.Random(-batch),
+        append_orders(as_location(root) / "orders", rng=random.Random(-batch),
                       first_id=100_000 + 10 * batch, count=3,
                       start=DEMO_START - timedelta(hours=1))
 
@@ -264,11 +264,11 @@ def _derived_in_order(catalog: Catalog) -> list[str]:
     return ordered
 
 
-def _keys(root: Location) -> list[str]:
+def _keys(root: LocationLike) -> list[str]:
     return [stored.key for stored in Storage(root).objects()]
 
 
-def _delta_tables(root: Location) -> list[str]:
+def _delta_tables(root: LocationLike) -> list[str]:
     """The Delta tables below `root`, as paths relative to it."""
     tables = set()
     for key in _keys(root):
@@ -278,25 +278,26 @@ def _delta_tables(root: Location) -> list[str]:
     return sorted(tables)
 
 
-def _unreadable(root: Location) -> dict[str, str]:
+def _unreadable(root: LocationLike) -> dict[str, str]:
     """The Delta tables below `root` that delta-rs cannot read, with the error: read by its
     own engine, which honours the deletion vectors Delta's MERGE writes (delta-spark)."""
     failed = {}
     for table in _delta_tables(root):
         try:
-            pa.RecordBatchReader.from_stream(DeltaTable(str(join(root, table))).scan()).read_all()
+            rows = DeltaTable(str(as_location(root) / table)).scan()
+            pa.RecordBatchReader.from_stream(rows).read_all()
         except Exception as error:  # noqa: BLE001 - whatever stops a reader is the finding
             failed[table] = repr(error)
     return failed
 
 
-def _unreferenced(root: Location) -> dict[str, list[str]]:
+def _unreferenced(root: LocationLike) -> dict[str, list[str]]:
     """The data files of each Delta table below `root` that no commit names."""
-    found = {table: unreferenced_files(join(root, table)) for table in _delta_tables(root)}
+    found = {table: unreferenced_files(as_location(root) / table) for table in _delta_tables(root)}
     return {table: files for table, files in found.items() if files}
 
 
-def _scratch(root: Location) -> list[str]:
+def _scratch(root: LocationLike) -> list[str]:
     """Scratch anywhere below `root`: chronolake's, delta-rs's (`*.tmp`), Spark's, and the
     markers of writes that did not end. Not S3A's empty directory markers (`…/_temporary/0/`,
     made when Spark's job starts), which object_store lists without their trailing slash and
@@ -309,7 +310,7 @@ def _scratch(root: Location) -> list[str]:
     )
 
 
-def _stale_state(root: Location, view: str) -> list[str]:
+def _stale_state(root: LocationLike, view: str) -> list[str]:
     """State nothing reads: folders of runs before the previous committed one, and of the
     last run's attempts other than the one its checkpoint names (killed ones). A folder whose
     objects are all empty holds none: on a bucket, S3A's directory markers (the
@@ -327,7 +328,7 @@ def _stale_state(root: Location, view: str) -> list[str]:
                   if any(stored.size > 0 for stored in store.storage.objects(folder)))
 
 
-def _position(spark: SparkSession, lake: Location, view: str, *, event_time: bool
+def _position(spark: SparkSession, lake: LocationLike, view: str, *, event_time: bool
               ) -> dict[str, object]:
     """What `view`'s checkpoint says that does not depend on how runs grouped the batches:
     how far behind each input's end it is, the versions of source tables it read (a derived

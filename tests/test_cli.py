@@ -247,7 +247,7 @@ def test_a_failed_run_shows_in_status_until_a_run_succeeds(lake: Path, spark: Sp
 
     DeltaTable(str(lake / "orders")).delete("currency = 'GBP'")  # the data fixed
     assert CliRunner().invoke(main, ["run", "checked", "--lake", str(lake)]).exit_code == 0
-    assert not last_error_path(lake, "checked").exists()
+    assert not last_error_path(lake, "checked").path.exists()
     row = _status_of(lake, "checked")
     assert row["last_error"] is None and row["last_run"] is not None
 

@@ -36,6 +36,7 @@ from chronolake.dagster.handoff import RunHandoffIOManager
 from chronolake.dagster.metadata import run_metadata
 from chronolake.demo import build_demo_lake
 from chronolake.errors import RunError
+from chronolake.lake.storage import as_location
 from chronolake.runtime.result import RunResult, RunStatus, TickReport
 from chronolake.watermarks.watermark import LONG_MIN
 from ops import JOBS, sensors
@@ -163,7 +164,7 @@ def test_run_figures_ticks_and_split_alignment_become_metadata(tmp_path: Path) -
             resumes={"orders": 1}, unaligned=["rates"],
         ),
     )
-    metadata = _values(run_metadata(result, tmp_path / "not-materialized"))
+    metadata = _values(run_metadata(result, as_location(tmp_path / "not-materialized")))
     assert {k: metadata[k] for k in ("rows_in", "windows_fired", "open_windows", "late_rows")} == {
         "rows_in": 10, "windows_fired": 2, "open_windows": 1, "late_rows": 3,
     }

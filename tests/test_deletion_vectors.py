@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from chronolake.errors import SourceError
 from chronolake.lake import DeltaRsBackend, LakeBackend, table_row_count
 from chronolake.lake.changelog import COMMIT_VERSION, POSITION, ROW_KIND
+from chronolake.lake.storage import LocationLike
 from chronolake.lake.upserts import REWRITE_BELOW_ROWS
 
 pytestmark = pytest.mark.spark
@@ -41,8 +42,8 @@ def _changes(spark: SparkSession, version: int, rows: list[tuple[int, int, str]]
     )
 
 
-def _commit(path: Path, version: int) -> list[dict]:
-    log = path / "_delta_log" / f"{version:020d}.json"
+def _commit(path: LocationLike, version: int) -> list[dict]:
+    log = Path(str(path)) / "_delta_log" / f"{version:020d}.json"
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
 
 

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from chronolake import Catalog
 from chronolake.errors import SourceError
 from chronolake.lake import ARRIVAL_ORDER, DeltaRsBackend, DeltaSparkBackend, delta_spark_available
+from chronolake.lake.storage import as_location
 from chronolake.output import print_feed
 from chronolake.runtime.derived import DerivedTable
 from chronolake.spark_session import session_settings
@@ -161,7 +162,7 @@ def test_chronolake_reads_sources_delta_wrote_with_merge_deletion_vectors_and_op
         assert _same_rows(ours, expected), backend.kind
         assert _same_rows(backend.snapshot(path),
                           spark.read.format("delta").load(path)), backend.kind
-    print_feed({"rates": path}, {"rates": 0}, {"rates": 4})
+    print_feed({"rates": as_location(path)}, {"rates": 0}, {"rates": 4})
     assert capsys.readouterr().out == (
         "rates: rows appended 4, updated 1, deleted 1 (Delta versions 1-4)\n"
     )

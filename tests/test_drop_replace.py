@@ -94,7 +94,7 @@ def _versions(root: Path) -> tuple[int, int]:
 def test_dropping_a_view_removes_its_registration_output_late_rows_and_state(
     lake: Catalog,
 ) -> None:
-    root = lake.root
+    root = lake.root.path
     rows = table_row_count(output_path(root, "enriched"))
     assert all((root / key).exists() for key in view_data_keys("enriched"))
     sources = _versions(root)
@@ -108,7 +108,7 @@ def test_dropping_a_view_removes_its_registration_output_late_rows_and_state(
     )
     assert lake.names() == ["orders", "rates"]
     assert not any((root / key).exists() for key in view_data_keys("enriched"))
-    assert not (lock_dir(root) / lease_name("enriched")).exists()
+    assert not (lock_dir(root) / lease_name("enriched")).path.exists()
     assert sorted(p.name for p in (root / CATALOG_ROOT).iterdir()) == ["orders.json", "rates.json"]
     assert _versions(root) == sources  # the sources are untouched
     # The name is free: declared again, the view starts from scratch.
@@ -119,11 +119,11 @@ def test_dropping_a_view_removes_its_registration_output_late_rows_and_state(
 @pytest.mark.slow
 def test_a_table_is_dropped_without_touching_its_delta_data(lake: Catalog) -> None:
     lake.execute("DROP VIEW enriched")
-    sources = _versions(lake.root)
+    sources = _versions(lake.root.path)
     dropped = lake.drop("orders", kind="table")
     assert dropped.describe() == "dropped table orders (its Delta table is untouched)"
     assert lake.names() == ["rates"]
-    assert _versions(lake.root) == sources
+    assert _versions(lake.root.path) == sources
     assert table_rows(str(lake.root / "orders")).num_rows == 4
 
 
@@ -200,16 +200,16 @@ def test_a_view_is_not_dropped_while_it_runs(lake: Catalog) -> None:
     with run_lock(lock_dir(lake.root), "enriched"), refused:  # the lock is what a run holds
         lake.drop("enriched")
     assert "enriched" in lake.names()
-    assert all((lake.root / key).exists() for key in view_data_keys("enriched"))
+    assert all((lake.root.path / key).exists() for key in view_data_keys("enriched"))
 
 
 @pytest.mark.slow
 def test_a_dropped_plain_view_loses_its_materialized_rows(lake: Catalog) -> None:
     lake.execute("CREATE VIEW big AS SELECT order_id FROM orders WHERE amount > 5")
     materialize_view(lake, "big")
-    assert output_path(lake.root, "big").exists()
+    assert output_path(lake.root, "big").path.exists()
     assert lake.drop("big").describe() == "dropped view big: its output table (4 rows) removed"
-    assert not output_path(lake.root, "big").exists()
+    assert not output_path(lake.root, "big").path.exists()
 
 
 # --- CREATE again, IF NOT EXISTS, OR REPLACE --------------------------------------------
@@ -217,10 +217,10 @@ def test_a_dropped_plain_view_loses_its_materialized_rows(lake: Catalog) -> None
 
 @pytest.mark.slow
 def test_declaring_the_same_script_again_keeps_everything(lake: Catalog) -> None:
-    checkpoints = sorted(state_path(lake.root, "enriched").iterdir())
+    checkpoints = sorted(state_path(lake.root, "enriched").path.iterdir())
     assert [spec.name for spec in lake.declare(DDL)] == ["orders", "rates", "enriched"]
     lake.declare(DDL.replace("CREATE VIEW", "CREATE OR REPLACE VIEW"))
-    assert sorted(state_path(lake.root, "enriched").iterdir()) == checkpoints
+    assert sorted(state_path(lake.root, "enriched").path.iterdir()) == checkpoints
     assert materialize_view(lake, "enriched").status is RunStatus.UP_TO_DATE
 
 
@@ -228,14 +228,14 @@ def test_declaring_the_same_script_again_keeps_everything(lake: Catalog) -> None
 def test_a_view_stored_by_an_older_chronolake_is_refreshed_not_reset(lake: Catalog) -> None:
     """Same query, other derived fields (an older version's spec): re-declaring the script
     (Dagster does at every load) refreshes the entry and keeps the view's output and state."""
-    entry_file = lake.root / CATALOG_ROOT / "enriched.json"
+    entry_file = lake.root.path / CATALOG_ROOT / "enriched.json"
     stored = json.loads(entry_file.read_text())
     stored["view"]["primary_key"] = []  # what an older chronolake might have derived
     entry_file.write_text(json.dumps(stored))
-    checkpoints = sorted(state_path(lake.root, "enriched").iterdir())
+    checkpoints = sorted(state_path(lake.root, "enriched").path.iterdir())
     lake.declare(DDL)
     assert json.loads(entry_file.read_text())["view"]["primary_key"] == ["order_id"]
-    assert sorted(state_path(lake.root, "enriched").iterdir()) == checkpoints
+    assert sorted(state_path(lake.root, "enriched").path.iterdir()) == checkpoints
 
 
 @pytest.mark.slow
@@ -244,7 +244,7 @@ def test_a_run_that_loaded_a_view_since_replaced_writes_nothing(lake: Catalog) -
     lake.execute(ENRICHED_WITHOUT_USD.replace("CREATE VIEW", "CREATE OR REPLACE VIEW"))
     with pytest.raises(RunError, match="dropped or replaced while this run was starting"):
         started.run()
-    assert not output_path(lake.root, "enriched").exists()  # the replace's reset stands
+    assert not output_path(lake.root, "enriched").path.exists()  # the replace's reset stands
     assert materialize_view(lake, "enriched").run == 1  # the new definition, from scratch
 
 
@@ -292,7 +292,7 @@ def test_create_or_replace_view_resets_its_output_and_state(lake: Catalog) -> No
         f"replaced view enriched: its output table ({rows} rows), late rows, state and "
         "checkpoints removed; its next run starts from scratch"
     )
-    assert not any((lake.root / key).exists() for key in view_data_keys("enriched"))
+    assert not any((lake.root.path / key).exists() for key in view_data_keys("enriched"))
     result = materialize_view(lake, "enriched")
     assert result.run == 1 and result.status is RunStatus.COMMITTED
     assert "usd" not in lake.table("enriched").columns
@@ -310,7 +310,7 @@ def test_a_view_other_views_read_is_not_replaced_by_another_definition(lake: Cat
     )
     with pytest.raises(DefinitionError, match=r"cannot drop view enriched: view big reads it"):
         lake.execute("DROP VIEW enriched")
-    assert all((lake.root / key).exists() for key in view_data_keys("enriched"))
+    assert all((lake.root.path / key).exists() for key in view_data_keys("enriched"))
 
 
 def test_python_register_follows_the_same_rules(tmp_path: Path) -> None:
@@ -321,10 +321,10 @@ def test_python_register_follows_the_same_rules(tmp_path: Path) -> None:
     assert catalog.register(catalog.spec("enriched")) == catalog.spec("enriched")  # a no-op
     with pytest.raises(DefinitionError, match="already exists with a different definition"):
         catalog.register(other)
-    state_path(tmp_path, "enriched").mkdir(parents=True)  # stands for a run's state
+    state_path(tmp_path, "enriched").path.mkdir(parents=True)  # stands for a run's state
     catalog.register(other, replace=True)
     assert catalog.spec("enriched") == other
-    assert not state_path(tmp_path, "enriched").exists()
+    assert not state_path(tmp_path, "enriched").path.exists()
 
 
 def test_create_or_replace_table_keeps_its_data_and_is_refused_while_views_read_it(
@@ -349,7 +349,7 @@ def test_create_or_replace_table_keeps_its_data_and_is_refused_while_views_read_
 
 @pytest.mark.slow
 def test_a_registration_that_no_longer_loads_can_always_be_dropped(lake: Catalog) -> None:
-    entry = lake.root / CATALOG_ROOT / "enriched.json"
+    entry = lake.root.path / CATALOG_ROOT / "enriched.json"
     stored = json.loads(entry.read_text())
     stored["view"]["primary_key"] = 42  # what an older or newer chronolake might have written
     entry.write_text(json.dumps(stored))
@@ -365,7 +365,7 @@ def test_a_registration_that_no_longer_loads_can_always_be_dropped(lake: Catalog
     assert isinstance(dropped, Dropped) and dropped.describe().startswith(
         "dropped view enriched: its output table (")
     assert lake.names() == ["orders", "rates"]
-    assert not any((lake.root / key).exists() for key in view_data_keys("enriched"))
+    assert not any((lake.root.path / key).exists() for key in view_data_keys("enriched"))
 
 
 def test_an_entry_that_is_not_even_json_can_be_dropped(tmp_path: Path) -> None:
@@ -388,7 +388,7 @@ def test_a_view_whose_source_is_gone_can_be_dropped(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_drop_killed_halfway_is_finished_by_dropping_or_declaring_again(lake: Catalog) -> None:
-    root = lake.root
+    root = lake.root.path
 
     def killed_drop() -> None:
         code = f"from chronolake.catalog import Catalog; Catalog({str(root)!r}).drop('enriched')"
@@ -396,8 +396,8 @@ def test_a_drop_killed_halfway_is_finished_by_dropping_or_declaring_again(lake: 
         done = subprocess.run([sys.executable, "-c", code], env=env, timeout=300, check=False)
         assert done.returncode == -9  # SIGKILL, halfway through
         assert "enriched" not in lake.names()  # unregistered first: nothing can run it
-        assert not output_path(root, "enriched").exists()
-        assert state_path(root, "enriched").exists()  # not removed yet
+        assert not output_path(root, "enriched").path.exists()
+        assert state_path(root, "enriched").path.exists()  # not removed yet
 
     killed_drop()
     [(_, dropped)] = list(lake.run_script("DROP VIEW enriched"))  # finishes the drop
@@ -420,7 +420,7 @@ def test_a_drop_killed_halfway_is_finished_by_dropping_or_declaring_again(lake: 
 @pytest.mark.slow
 def test_cli_drop_view_says_what_it_removed_and_fails_with_exit_1(lake: Catalog) -> None:
     root = str(lake.root)
-    script = lake.root / "drop.sql"
+    script = lake.root.path / "drop.sql"
     script.write_text("DROP TABLE orders;")
     refused = _chronolake("sql", "--lake", root, "-f", str(script))
     assert refused.returncode == 1

@@ -214,7 +214,7 @@ def test_two_runs_started_together_one_commits_the_other_fails_and_changes_nothi
         text=True,
     )
     try:
-        _wait_for_holder(lock_dir(lake) / lease_name(VIEW), first.pid, first)
+        _wait_for_holder((lock_dir(lake) / lease_name(VIEW)).path, first.pid, first)
         with pytest.raises(
             RunError, match=rf"another run of 'orders_enriched' is in progress \(pid "
             rf"{first.pid} on .*\); .*this run read and changed nothing"
@@ -301,7 +301,7 @@ def test_a_stalled_run_whose_lease_was_taken_over_is_refused_at_the_commit_point
     stalled = start_run(lake, VIEW, fault=f"{stop.value}:stop")
     try:
         _wait_until_stopped(stalled)
-        _expire(lock_dir(lake) / lease_name(VIEW))
+        _expire((lock_dir(lake) / lease_name(VIEW)).path)
         assert _run(spark, lake).status is RunStatus.COMMITTED  # took the stale lease over
         os.kill(stalled.pid, signal.SIGCONT)
         woke = finish(stalled)
@@ -319,7 +319,7 @@ def test_a_stalled_run_whose_lease_was_taken_over_is_refused_at_the_commit_point
     store = DerivedTable(Catalog(lake), VIEW).store
     attempts = {PurePosixPath(name).parent.name for name in checkpoint.state.values()}
     assert set(store.storage.folders(store.run_dir(2))) == attempts  # the stalled run's is gone
-    assert not (lock_dir(lake) / lease_name(VIEW)).exists()
+    assert not (lock_dir(lake) / lease_name(VIEW)).path.exists()
     later = add_batch(lake, 2) or _run(spark, lake)  # and the table goes on as usual
     assert later.run == 3
     assert same_rows(delta_rows(spark, output_path(lake, VIEW)), reference.output(spark, 3))

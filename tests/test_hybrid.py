@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 
 from chronolake import Catalog
 from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_VERSION, ROW_KIND
+from chronolake.lake.storage import LocationLike
 from chronolake.runtime.checkpoint import RunIntent
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.faults import FaultPoint
@@ -67,12 +68,12 @@ def _rates(*rows: tuple[str, str]) -> list[dict[str, object]]:
     return [{"currency": c, "rate": Decimal(r), "currency_time": None} for c, r in rows]
 
 
-def _set_rate(path: Path, currency: str, rate: str) -> int:
+def _set_rate(path: LocationLike, currency: str, rate: str) -> int:
     return update_rows(path, f"currency = '{currency}'",
                        {"rate": f"CAST('{rate}' AS DECIMAL(38, 10))"})
 
 
-def _orders(path: Path, *rows: tuple[int, str]) -> int:
+def _orders(path: LocationLike, *rows: tuple[int, str]) -> int:
     return write_commits(path, [[{"id": i, "currency": c}] for i, c in rows], schema=_ORDER,
                          cdf=False)
 

@@ -18,6 +18,7 @@ from chronolake.lake import (
     read_table_state,
 )
 from chronolake.lake.layout import table_location
+from chronolake.lake.storage import Location, as_location
 from chronolake.schema import ChangelogMode, DeltaOptions, PhysicalColumn, TableSpec
 
 pytestmark = pytest.mark.spark
@@ -147,20 +148,34 @@ def test_cdf_and_append_tables_read_by_their_changelog_option(
 
 
 def test_a_table_path_resolves_against_a_folder_lake(tmp_path: Path) -> None:
-    assert table_location(tmp_path, "rates") == tmp_path / "rates"
-    assert table_location(str(tmp_path), "fx/../rates") == tmp_path / "rates"
-    assert table_location(tmp_path.as_uri(), "rates") == tmp_path / "rates"
-    assert table_location(tmp_path, "/data/rates") == Path("/data/rates")
-    assert table_location(tmp_path, "s3://other/rates") == "s3://other/rates"
+    rates = Location(str(tmp_path / "rates"))
+    assert table_location(tmp_path, "rates") == rates
+    assert table_location(str(tmp_path), "fx/../rates") == rates
+    assert table_location(tmp_path.as_uri(), "rates") == rates
+    assert table_location(tmp_path, "/data/rates") == Location("/data/rates")
+    assert table_location(tmp_path, "s3://other/rates") == Location("s3://other/rates")
+    assert table_location(tmp_path, "rates").path == tmp_path / "rates"
 
 
 def test_a_table_path_under_a_bucket_lake_stays_a_uri() -> None:
     """`Path(root) / path` turned `s3://lake1/lake` into `s3:/lake1/lake/orders`, which no
     store recognises: a run on a bucket failed at its first read."""
-    assert table_location("s3://lake1/lake", "orders") == "s3://lake1/lake/orders"
-    assert table_location("s3://lake1/lake/", "cdc/rates") == "s3://lake1/lake/cdc/rates"
-    assert table_location("s3://lake1/lake", "gs://other/rates") == "gs://other/rates"
-    assert table_location("s3://lake1/lake", "file:///data/rates") == Path("/data/rates")
+    assert str(table_location("s3://lake1/lake", "orders")) == "s3://lake1/lake/orders"
+    assert str(table_location("s3://lake1/lake/", "cdc/rates")) == "s3://lake1/lake/cdc/rates"
+    assert str(table_location("s3://lake1/lake", "gs://other/rates")) == "gs://other/rates"
+    assert table_location("s3://lake1/lake", "file:///data/rates").path == Path("/data/rates")
+
+
+def test_a_uri_location_is_never_taken_for_a_local_path(tmp_path: Path) -> None:
+    """One location type for folders and URIs: joined with `/` as each needs, shown to
+    Dagster as a URI, and only a folder has a local path."""
+    bucket = as_location("s3://lake1/lake/") / "_chronolake/views/orders"
+    assert not bucket.is_local and bucket.uri == "s3://lake1/lake/_chronolake/views/orders"
+    with pytest.raises(TypeError, match="s3://lake1/lake/_chronolake/views/orders"):
+        bucket.path  # noqa: B018
+    folder = as_location(tmp_path) / "orders"
+    assert folder.is_local and folder.uri == (tmp_path / "orders").as_uri()
+    assert as_location(folder) is folder and as_location(folder.uri) == folder
 
 
 def test_reads_of_a_declared_table_go_through_the_one_resolver(

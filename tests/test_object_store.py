@@ -87,7 +87,7 @@ def test_a_catalog_declares_reads_and_drops_on_an_object_store(lake: str) -> Non
     subprocess.run([sys.executable, str(RUN), lake], check=True, capture_output=True)
 
     assert Catalog(lake).names() == ["enriched", "orders", "rates"]
-    assert Catalog(lake).table_path(Catalog(lake).spec("orders")) == f"{lake}/orders"
+    assert str(Catalog(lake).table_path(Catalog(lake).spec("orders"))) == f"{lake}/orders"
     with pytest.raises(DefinitionError, match="view enriched reads it"):
         catalog.declare("DROP TABLE orders;")
     catalog.declare(f"DROP VIEW {VIEW};")  # under its lease; its output and state go too

@@ -28,6 +28,7 @@ from chronolake.clock import ManualClock
 from chronolake.errors import DefinitionError, SourceError
 from chronolake.lake.layout import LATE_ROOT, catalog_dir, output_path
 from chronolake.lake.stamps import WATERMARK_KEY, WATERMARK_MILLIS_KEY
+from chronolake.lake.storage import LocationLike
 from chronolake.runtime.derived import DerivedTable
 
 pytestmark = pytest.mark.spark
@@ -54,15 +55,15 @@ def _state(catalog: Catalog, name: str) -> set[tuple]:
     return {(r["order_id"], r["amount"], r["usd"]) for r in rows}
 
 
-def _feed(path: Path, version: int) -> list[tuple]:
+def _feed(path: LocationLike, version: int) -> list[tuple]:
     """The output's change data feed at `version`, as Delta readers see it (delta-rs)."""
     feed = DeltaTable(str(path)).load_cdf(starting_version=version, ending_version=version)
     rows = pa.table(feed.read_all()).to_pylist()
     return sorted((r["_change_type"], r["order_id"], r["amount"]) for r in rows)
 
 
-def _commit_info(path: Path, version: int) -> dict:
-    log = path / "_delta_log" / f"{version:020d}.json"
+def _commit_info(path: LocationLike, version: int) -> dict:
+    log = Path(str(path)) / "_delta_log" / f"{version:020d}.json"
     entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     return next(entry["commitInfo"] for entry in entries if "commitInfo" in entry)
 
@@ -242,7 +243,7 @@ def test_a_derived_table_keeps_its_bound_plan_and_later_runs_reuse_it(
 
     # a changed registration, or a plan that no longer loads (another chronolake version),
     # is bound anew by the next run and kept again
-    entry_file = Path(catalog_dir(root)) / "hourly_big.json"
+    entry_file = catalog_dir(root).path / "hourly_big.json"
     entry = json.loads(entry_file.read_text())
     entry["plan"]["bound_against"]["big_eur"] = "another definition"
     entry_file.write_text(json.dumps(entry))
@@ -371,7 +372,7 @@ def _apply(root: Path, ops: list[tuple[str, int, int, int]], live: set[int]) -> 
             live.discard(order_id)
 
 
-def _replayed(path: Path) -> set[tuple]:
+def _replayed(path: LocationLike) -> set[tuple]:
     """The output's change data feed applied from version 0, per key: the state it describes."""
     feed = pa.table(DeltaTable(str(path)).load_cdf(starting_version=0).read_all()).to_pylist()
     state: dict[int, tuple] = {}
@@ -478,7 +479,7 @@ def test_a_window_applies_retractions_until_it_fires(lake: Catalog) -> None:
     DerivedTable(lake, "enriched").run()
     late = DerivedTable(lake, "hourly").run()
     assert late.figures["late_rows"] == 2
-    side = lake.backend.snapshot(root / LATE_ROOT / "hourly").collect()
+    side = lake.backend.snapshot(root / LATE_ROOT.as_posix() / "hourly").collect()
     reasons = {(r["source_row_kind"], r["_late_reason"]) for r in side}
     assert reasons == {("-U", "retraction_after_emit"), ("+U", "window_closed")}
     rows = lake.sql("SELECT orders, usd FROM hourly").collect()
@@ -562,7 +563,7 @@ SELECT currency, rate * 10 AS rate10 FROM (
 """
 
 
-def _rates_feed(path: Path, version: int) -> list[tuple]:
+def _rates_feed(path: LocationLike, version: int) -> list[tuple]:
     feed = DeltaTable(str(path)).load_cdf(starting_version=version, ending_version=version)
     rows = pa.table(feed.read_all()).to_pylist()
     return sorted((r["_change_type"], r["currency"], r["rate"]) for r in rows)

@@ -34,7 +34,7 @@ from dagster import AssetKey, DagsterInstance
 
 from chronolake.demo import DEMO_START, ORDER_COMMITS, build_demo_lake, feed_demo_lake
 from chronolake.lake.layout import output_path
-from chronolake.lake.storage import Storage
+from chronolake.lake.storage import LocationLike, Storage
 from chronolake.stack import BACKEND_ENV, s3a_settings
 
 pytestmark = [
@@ -196,7 +196,7 @@ def _platform_pass(backend: str, dagster_home: Path) -> PlatformRun:
     )
 
 
-def _latest_commit_info(table: str | Path) -> dict:
+def _latest_commit_info(table: LocationLike) -> dict:
     """The `commitInfo` of a table's latest commit, read from its log in the bucket."""
     log = Storage(table)
     latest = max(name for name in log.names("_delta_log") if name.endswith(".json"))

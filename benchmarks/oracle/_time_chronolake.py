@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 
 from chronolake.catalog import Catalog
 from chronolake.lake.layout import late_path, output_path
+from chronolake.lake.storage import LocationLike
 from chronolake.runtime.derived import DerivedTable
 
 VIEW = "derived"
@@ -81,7 +82,7 @@ def _land(root: Path, arrived: tuple[Arrival, ...], tables: tuple[str, ...]) -> 
                             mode="append")
 
 
-def _read(path: Path, lake: Lake | None) -> list[dict[str, object]]:
+def _read(path: LocationLike, lake: Lake | None) -> list[dict[str, object]]:
     if not DeltaTable.is_deltatable(str(path)):
         return []
     rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()

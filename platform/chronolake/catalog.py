@@ -8,10 +8,8 @@ sees what an earlier one registered.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from functools import cached_property
-from pathlib import Path
 from typing import Literal
 
 from pydantic import (
@@ -38,7 +36,7 @@ from chronolake.lake import LakeBackend, backend_for
 from chronolake.lake.layout import catalog_dir, output_path, table_location, view_data_keys
 from chronolake.lake.reader import latest_per_key
 from chronolake.lake.stamps import latest_recorded_watermark
-from chronolake.lake.storage import Storage, as_location
+from chronolake.lake.storage import Location, LocationLike, Storage, as_location
 from chronolake.lake.tables import stored_schema
 from chronolake.relations import changelog_dataframe, relation_dataframe
 from chronolake.runtime.removal import (
@@ -156,13 +154,13 @@ class Catalog:
 
     def __init__(
         self,
-        lake: str | os.PathLike[str],
+        lake: LocationLike,
         spark: SparkSession | None = None,
         *,
         backend: BackendChoice | None = None,
     ) -> None:
         location = as_location(lake)
-        self.root = location.resolve() if isinstance(location, Path) else location
+        self.root = Location(str(location.path.resolve())) if location.is_local else location
         self._spark = spark
         self._backend_kind = chosen_backend(backend)
         self._entries = _entries(self.root)
@@ -302,7 +300,7 @@ class Catalog:
     def entry(self, name: str) -> CatalogEntry:
         return self._entry(name)
 
-    def table_path(self, spec: TableSpec) -> str | Path:
+    def table_path(self, spec: TableSpec) -> Location:
         """Where a table's Delta data lives: its `path` option, relative to the lake root."""
         return table_location(self.root, spec.options.path)
 
@@ -571,7 +569,7 @@ class Catalog:
         return {name: entry.spec for name, entry in load_entries(self.root).items()}
 
 
-def load_entries(root: str | os.PathLike[str]) -> dict[str, CatalogEntry]:
+def load_entries(root: LocationLike) -> dict[str, CatalogEntry]:
     """The catalog entries of a lake without a Spark session (for Dagster definitions)."""
     entries = _entries(root)
     return {
@@ -596,7 +594,7 @@ def _registrations_read(query: str, specs: dict[str, Spec]) -> dict[str, str]:
     return read
 
 
-def _entries(root: str | os.PathLike[str]) -> Storage:
+def _entries(root: LocationLike) -> Storage:
     """The folder of a lake's catalog entries: `<name>.json` each, `<name>.dropping` while a
     drop removes it."""
     return Storage(catalog_dir(root))

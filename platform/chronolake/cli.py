@@ -27,7 +27,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from chronolake.errors import ChronolakeError, SourceError
 from chronolake.lake.layout import LOGS_ROOT, SYSTEM_ROOT, has_catalog, holds_lake
-from chronolake.lake.storage import STORAGE_ERRORS, Storage, as_location, join
+from chronolake.lake.storage import STORAGE_ERRORS, Location, LocationLike, Storage, as_location
 from chronolake.runtime.source_checks import OverwritePolicy
 
 KEPT_LOGS = 20
@@ -38,7 +38,7 @@ KEPT_LOGS = 20
 class _Step:
     """What the running command is doing: named when Spark fails or the user interrupts."""
 
-    lake: str | Path | None = None
+    lake: LocationLike | None = None
     verbose: bool = False
     doing: str = "the command"
     interrupted: str = "interrupted; the lake is as it was before this command"
@@ -51,7 +51,7 @@ class _LakeRoot(click.ParamType):
 
     def convert(
         self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> str | Path:
+    ) -> Location:
         return as_location(str(value))
 
 
@@ -171,7 +171,7 @@ VERBOSE_OPTION = click.option(
 )
 @VERBOSE_OPTION
 def sql(
-    lake: str | Path,
+    lake: LocationLike,
     script: TextIO | None,  # click.File("r"): a file opened for reading, or stdin
     statements_text: str | None,
     output_format: str,
@@ -300,7 +300,7 @@ def dev(dagster_options: tuple[str, ...]) -> None:
     help="Seed of the new data's random choices (default: the orders table's version, so a "
     "tour feeds the same orders every time).",
 )
-def feed(lake: str | Path, seed: int | None) -> None:
+def feed(lake: LocationLike, seed: int | None) -> None:
     """Feed the demo lake new data: new orders, a correction, a cancellation, a rate change.
 
     Then `chronolake run` a view (or materialize it in Dagster) to see them go through.
@@ -315,7 +315,7 @@ def feed(lake: str | Path, seed: int | None) -> None:
         "interrupted; the demo lake may have part of this feed (each change is a whole Delta "
         "commit): run `chronolake feed` again for more"
     )
-    tables = {name: join(lake, name) for name in ("orders", "rates")}
+    tables = {name: as_location(lake) / name for name in ("orders", "rates")}
     if not all(is_table(path) for path in tables.values()):
         msg = (
             f"no demo lake at {lake}: expected the Delta tables orders/ and rates/ there; build "
@@ -352,7 +352,7 @@ def feed(lake: str | Path, seed: int | None) -> None:
 )
 @VERBOSE_OPTION
 def run(
-    tables: tuple[str, ...], lake: str | Path, full_refresh: bool, on_source_overwrite: str,
+    tables: tuple[str, ...], lake: LocationLike, full_refresh: bool, on_source_overwrite: str,
     with_upstream: bool,
     verbose: bool,
 ) -> None:
@@ -411,7 +411,7 @@ def run(
     help="A table for people (fits 80 columns), or one JSON object per table and view, one "
     "per line (times in ISO 8601, UTC).",
 )
-def status(lake: str | Path, output_format: str) -> None:
+def status(lake: LocationLike, output_format: str) -> None:
     """Show every table and view: kind, rowtime, watermark, pending rows, last run and, when
     it failed, its error."""
     from chronolake.output import print_status, print_status_json
@@ -427,7 +427,7 @@ def status(lake: str | Path, output_format: str) -> None:
         print_status(rows, backend_in_use())
 
 
-def _require_lake(lake: str | Path) -> None:
+def _require_lake(lake: LocationLike) -> None:
     if not holds_lake(lake):
         msg = (
             f"no lake at {lake}: it holds no chronolake catalog ({SYSTEM_ROOT}/) and no Delta "
@@ -449,13 +449,15 @@ def _report_spark_error(error: BaseException, step: _Step) -> None:
     click.echo(f"  Spark's full error: {log}{hint}", err=True)
 
 
-def _write_log(lake: str | Path | None, text: str) -> str | Path:
+def _write_log(lake: LocationLike | None, text: str) -> Location:
     """Write a log under the lake's `_chronolake/logs/` (a temporary folder when there is no
     lake, so that a failure creates no lake), keeping the newest `KEPT_LOGS`."""
     name = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{os.getpid()}.log"
     local = Storage(Path(tempfile.gettempdir()) / "chronolake-logs")
     try:
-        logs = Storage(join(lake, LOGS_ROOT.as_posix())) if lake and has_catalog(lake) else local
+        logs = local
+        if lake and has_catalog(lake):
+            logs = Storage(as_location(lake) / LOGS_ROOT.as_posix())
         logs.write_text(name, text)
     except STORAGE_ERRORS:  # the lake is out of reach: the error it explains still is shown
         logs = local

@@ -29,6 +29,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyspark
 
@@ -38,6 +39,9 @@ from chronolake.spark_session import (
     pass_on_stderr,
     worker_python,
 )
+
+if TYPE_CHECKING:
+    from chronolake.lake.storage import LocationLike
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 SERVER_MASTER = "local[*]"
@@ -69,7 +73,7 @@ def server_command(
     ui_port: int | None = None,
     *,
     settings: Mapping[str, str] | None = None,
-    lake: str | os.PathLike[str] | None = None,
+    lake: LocationLike | None = None,
 ) -> list[str]:
     """`spark-submit` for a Connect server on `port` of loopback, with the local session's
     settings, `loopback_settings` and `RELEASE_SETTINGS` (`settings` override them); with
@@ -117,7 +121,7 @@ def running_connect_server(
     log: Path,
     *,
     settings: Mapping[str, str] | None = None,
-    lake: str | os.PathLike[str] | None = None,
+    lake: LocationLike | None = None,
 ) -> Iterator[str]:
     """A Connect server on a free port of loopback (`settings`, `lake` as in `server_command`), its
     output in `log`; yields its URL with a token of its own (`sc://localhost:PORT/;token=...`:
@@ -190,7 +194,7 @@ REMOTE_ENV = "CHRONOLAKE_SPARK_REMOTE"
 
 
 def run_beside_a_server(
-    command: Sequence[str], log: Path, *, lake: str | os.PathLike[str] | None = None
+    command: Sequence[str], log: Path, *, lake: LocationLike | None = None
 ) -> int:
     """Run `command` (`dagster dev`) with a warm engine: a local Connect server started first,
     its URL and token in `CHRONOLAKE_SPARK_REMOTE` for every run the command starts (the

@@ -13,13 +13,12 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from pathlib import Path
 from typing import TypeVar
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from chronolake.lake.storage import Location, Storage, join
+from chronolake.lake.storage import Location, LocationLike, Storage, as_location
 from chronolake.lake.tables import table_version
 
 DEMO_START = datetime(2026, 11, 2, 9, 0, 0)
@@ -46,7 +45,7 @@ RATES_SCHEMA = pa.schema(
 )
 
 
-def build_demo_lake(root: Location, *, fresh: bool = True) -> dict[str, int]:
+def build_demo_lake(root: LocationLike, *, fresh: bool = True) -> dict[str, int]:
     """Write the demo tables under the lake location `root` (a folder, or a URI such as
     `s3://bucket/lake`: delta-rs writes them there); returns each table's latest Delta
     version. `fresh` first removes the tables and chronolake's folder a former build left."""
@@ -54,36 +53,36 @@ def build_demo_lake(root: Location, *, fresh: bool = True) -> dict[str, int]:
     if fresh:
         for name in ("orders", "rates", "_chronolake"):
             lake.delete_tree(name)
-    if isinstance(lake.location, Path):
-        lake.location.mkdir(parents=True, exist_ok=True)
-    return {"rates": _write_rates(join(root, "rates")),
-            "orders": _write_orders(join(root, "orders"))}
+    if lake.location.is_local:
+        lake.location.path.mkdir(parents=True, exist_ok=True)
+    return {"rates": _write_rates(lake.location / "rates"),
+            "orders": _write_orders(lake.location / "orders")}
 
 
-def _write_orders(path: str | Path) -> int:
+def _write_orders(path: Location) -> int:
     rng = random.Random(7)
     for commit in range(ORDER_COMMITS):
         append_orders(path, rng=rng, first_id=commit * ORDERS_PER_COMMIT, count=ORDERS_PER_COMMIT,
                       start=DEMO_START + timedelta(minutes=15 * commit))
     correct_orders(path, [3, 4], percent=10)  # a customer was charged 10% too much
     cancel_orders(path, [5])
-    return DeltaTable(path).version()
+    return DeltaTable(str(path)).version()
 
 
-def correct_orders(path: str | Path, order_ids: list[int], *, percent: int) -> None:
+def correct_orders(path: LocationLike, order_ids: list[int], *, percent: int) -> None:
     """One update commit: the amounts of `order_ids` lowered by `percent` (a correction)."""
-    DeltaTable(path).update(
+    DeltaTable(str(path)).update(
         updates={"amount": f"CAST(amount * {100 - percent} / 100 AS DECIMAL(10, 2))"},
         predicate=f"order_id IN ({', '.join(map(str, order_ids))})",
     )
 
 
-def cancel_orders(path: str | Path, order_ids: list[int]) -> None:
+def cancel_orders(path: LocationLike, order_ids: list[int]) -> None:
     """One delete commit: `order_ids` cancelled."""
-    DeltaTable(path).delete(f"order_id IN ({', '.join(map(str, order_ids))})")
+    DeltaTable(str(path)).delete(f"order_id IN ({', '.join(map(str, order_ids))})")
 
 
-def append_orders(path: str | Path, *, rng: random.Random, first_id: int, count: int,
+def append_orders(path: LocationLike, *, rng: random.Random, first_id: int, count: int,
                   start: datetime, span: timedelta = timedelta(minutes=15)) -> None:
     """Append one commit of orders spread over `span` from `start`, a few out of order."""
     span_ms = max(int(span.total_seconds() * 1000), 1)
@@ -102,7 +101,7 @@ def append_orders(path: str | Path, *, rng: random.Random, first_id: int, count:
         },
         schema=ORDERS_SCHEMA,
     )
-    write_deltalake(path, rows, mode="append", configuration=CDF_ON)
+    write_deltalake(str(path), rows, mode="append", configuration=CDF_ON)
 
 
 def _rates(rows: list[tuple[str, str, datetime]]) -> pa.Table:
@@ -116,20 +115,20 @@ def _rates(rows: list[tuple[str, str, datetime]]) -> pa.Table:
     )
 
 
-def _write_rates(path: str | Path) -> int:
+def _write_rates(path: Location) -> int:
     t = DEMO_START
     write_deltalake(
-        path,
+        str(path),
         _rates([("USD", "1.0", t), ("EUR", "1.08", t), ("JPY", "0.0067", t), ("GBP", "1.27", t)]),
         configuration=CDF_ON,
     )
-    table = DeltaTable(path)
+    table = DeltaTable(str(path))
     change_rate(table, "EUR", "1.10", t + timedelta(minutes=10))
     change_rate(table, "JPY", "0.0069", t + timedelta(minutes=20))
     table.delete("currency = 'GBP'")
-    write_deltalake(path, _rates([("CHF", "1.13", t + timedelta(minutes=30))]), mode="append")
+    write_deltalake(str(path), _rates([("CHF", "1.13", t + timedelta(minutes=30))]), mode="append")
     change_rate(table, "EUR", "1.09", t + timedelta(minutes=40))
-    return DeltaTable(path).version()
+    return DeltaTable(str(path)).version()
 
 
 def change_rate(table: DeltaTable, currency: str, rate: str, at: datetime) -> None:
@@ -143,7 +142,7 @@ def change_rate(table: DeltaTable, currency: str, rate: str, at: datetime) -> No
     )
 
 
-def feed_demo_lake(root: Location, *, seed: int, now: datetime | None = None) -> dict[str, int]:
+def feed_demo_lake(root: LocationLike, *, seed: int, now: datetime | None = None) -> dict[str, int]:
     """Append a commit of new orders, correct one of them, cancel another and change one
     rate: something new for the runs to see, updates and deletes included.
 
@@ -152,7 +151,7 @@ def feed_demo_lake(root: Location, *, seed: int, now: datetime | None = None) ->
     a few stragglers arrive behind it.
     """
     rng = random.Random(seed)
-    orders = join(root, "orders")
+    orders = as_location(root) / "orders"
     next_id = _next_order_id(orders)
     now = now or datetime.now(tz=UTC).replace(tzinfo=None, microsecond=0)
     start = max(_latest_order_time(orders), now - timedelta(minutes=15))
@@ -161,24 +160,24 @@ def feed_demo_lake(root: Location, *, seed: int, now: datetime | None = None) ->
     correct_orders(orders, [next_id + rng.randrange(50)], percent=rng.randrange(5, 30))
     cancel_orders(orders, [next_id + 50 + rng.randrange(50)])
     currency = rng.choice(("USD", "EUR", "JPY", "CHF"))
-    rates = DeltaTable(join(root, "rates"))
+    rates = DeltaTable(str(as_location(root) / "rates"))
     current = {"USD": 1.0, "EUR": 1.09, "JPY": 0.0069, "CHF": 1.13}[currency]
     change_rate(rates, currency, f"{current * rng.uniform(0.97, 1.03):.6f}", now)
-    return {name: table_version(join(root, name)) for name in ("orders", "rates")}
+    return {name: table_version(as_location(root) / name) for name in ("orders", "rates")}
 
 
 
-def _next_order_id(path: str | Path) -> int:
+def _next_order_id(path: LocationLike) -> int:
     """One past the largest order id (cancelled orders leave gaps, so not the row count)."""
     return _largest(path, "order_id", default=-1) + 1
 
 
-def _latest_order_time(path: str | Path) -> datetime:
+def _latest_order_time(path: LocationLike) -> datetime:
     return _largest(path, "order_time", default=DEMO_START)
 
 
-def _largest(path: str | Path, column: str, *, default: T) -> T:
+def _largest(path: LocationLike, column: str, *, default: T) -> T:
     """A column's largest value, from the data files' statistics (no scan)."""
-    actions = pa.table(DeltaTable(path).get_add_actions(flatten=True))
+    actions = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True))
     values = [m for m in actions[f"max.{column}"].to_pylist() if m is not None]
     return max(values, default=default)

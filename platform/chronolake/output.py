@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import cast
 
 from pyspark.sql import Column, DataFrame
@@ -15,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chronolake.lake.storage import Location
 from chronolake.lake.tables import latest_commits
 from chronolake.runtime.result import RunResult
 from chronolake.status import TableStatus
@@ -101,7 +101,7 @@ def print_status_json(rows: list[TableStatus]) -> None:
 
 
 def print_feed(
-    tables: dict[str, str | Path], before: dict[str, int], after: dict[str, int]
+    tables: dict[str, Location], before: dict[str, int], after: dict[str, int]
 ) -> None:
     """What `chronolake feed` added to each table: its rows appended, updated and deleted,
     and its new Delta versions, read from the Delta log."""

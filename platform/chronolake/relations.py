@@ -4,7 +4,6 @@ a plain view's changes as its SELECT makes them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -19,6 +18,7 @@ from chronolake.lake.changelog import (
     SYSTEM_COLUMNS,
 )
 from chronolake.lake.reader import latest_per_key
+from chronolake.lake.storage import Location
 from chronolake.schema import ChangelogMode, ComputedColumn, MetadataColumn, MetadataKey, TableSpec
 from chronolake.sql.current_watermark import HeldWatermark, bind, calls
 from chronolake.sql.query import parse_query
@@ -64,7 +64,7 @@ def with_declared_columns(frame: DataFrame, spec: TableSpec) -> DataFrame:
 
 
 def relation_dataframe(
-    spark: SparkSession, backend: LakeBackend, spec: TableSpec, root: str | Path
+    spark: SparkSession, backend: LakeBackend, spec: TableSpec, root: Location
 ) -> DataFrame:
     """The table's current state (changelog applied) with its declared columns, no system columns.
 
@@ -84,7 +84,7 @@ def changelog_dataframe(
     spark: SparkSession,
     backend: LakeBackend,
     spec: TableSpec,
-    root: str | Path,
+    root: Location,
     start_version: int,
     end_version: int | None = None,
 ) -> DataFrame:
@@ -121,7 +121,7 @@ def through_view_rows(
 
 
 def _state_with_commits(
-    spark: SparkSession, backend: LakeBackend, spec: TableSpec, root: str | Path
+    spark: SparkSession, backend: LakeBackend, spec: TableSpec, root: Location
 ) -> DataFrame:
     changes = read_changelog(spark, backend, spec, root, 0)
     if spec.options.changelog is ChangelogMode.APPEND:

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
-from typing import IO, NamedTuple
+from typing import IO, TYPE_CHECKING, NamedTuple
 
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
@@ -22,6 +22,9 @@ from pyspark.sql.types import StructField, StructType
 
 from chronolake.class_archive import driver_java_options
 from chronolake.stack import stack_settings
+
+if TYPE_CHECKING:
+    from chronolake.lake.storage import LocationLike
 
 
 def worker_python() -> dict[str, str]:
@@ -154,7 +157,7 @@ def logging_java_options() -> str:
 
 
 def local_spark_conf(
-    lake: str | os.PathLike[str] | None = None, *, backend: str | None = None
+    lake: LocationLike | None = None, *, backend: str | None = None
 ) -> dict[str, str]:
     """`LOCAL_SPARK_CONF`, what the lake backend and a lake at `lake` need
     (`chronolake.stack.stack_settings`: Delta's jars and extension for delta-spark, S3A for a
@@ -171,7 +174,7 @@ def local_spark_session(
     app_name: str = "chronolake",
     *,
     settings: Mapping[str, str] | None = None,
-    lake: str | os.PathLike[str] | None = None,
+    lake: LocationLike | None = None,
     backend: str | None = None,
 ) -> SparkSession:
     """The process's Spark session: an active one if any, else a local one on all cores

@@ -19,12 +19,15 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 from urllib.parse import urlparse
 
 from chronolake.errors import DefinitionError
 from chronolake.jars import JarFetchError, JarSet, jar_paths
 from chronolake.jvm_classes import built_jar
+
+if TYPE_CHECKING:
+    from chronolake.lake.storage import LocationLike
 
 BackendChoice = Literal["auto", "delta-rs", "delta-spark"]
 BACKEND_ENV = "CHRONOLAKE_BACKEND"
@@ -73,13 +76,13 @@ def backend_in_use() -> str:
     return f"{choice} ({BACKEND_ENV})"
 
 
-def on_object_store(lake: str | os.PathLike[str] | None) -> bool:
+def on_object_store(lake: LocationLike | None) -> bool:
     """Whether `lake` is an S3 URI, which Spark reads through S3A."""
-    return lake is not None and urlparse(os.fspath(lake)).scheme in S3_SCHEMES
+    return lake is not None and urlparse(str(lake)).scheme in S3_SCHEMES
 
 
 def stack_settings(
-    lake: str | os.PathLike[str] | None = None, *, backend: str | None = None
+    lake: LocationLike | None = None, *, backend: str | None = None
 ) -> dict[str, str]:
     """The Spark settings a session that chronolake starts needs for `backend` (see
     `chosen_backend`) and a lake at `lake`: pinned jars (fetched once), Delta's extension,

@@ -3,16 +3,14 @@ logs (no Spark)."""
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from chronolake.catalog import load_entries
 from chronolake.lake.layout import output_path
 from chronolake.lake.stamps import stamped_watermark
-from chronolake.lake.storage import as_location
+from chronolake.lake.storage import Location, LocationLike, as_location
 from chronolake.lake.tables import is_table, latest_commits
 from chronolake.runtime.checkpoint import CheckpointStore
 from chronolake.runtime.last_error import last_failure
@@ -37,7 +35,7 @@ class TableStatus(BaseModel):
     last_error_at: datetime | None = Field(None, description="When that run failed (UTC).")
 
 
-def lake_status(root: str | os.PathLike[str]) -> list[TableStatus]:
+def lake_status(root: LocationLike) -> list[TableStatus]:
     """Every table and view of the lake, with where each view's last run left it."""
     rows: list[TableStatus] = []
     for name, entry in load_entries(root).items():
@@ -50,7 +48,7 @@ def lake_status(root: str | os.PathLike[str]) -> list[TableStatus]:
     return rows
 
 
-def _view_status(root: str | Path, name: str) -> dict[str, object]:
+def _view_status(root: Location, name: str) -> dict[str, object]:
     """A view's last committed run (its checkpoint, or for a recomputed view its output's
     latest commit) and the error of its last run if that failed."""
     fields: dict[str, object] = {}

@@ -11,10 +11,8 @@ others (one op).
 # No `from __future__ import annotations` here: Dagster reads the `context` annotation at
 # definition time and refuses a string.
 
-import os
 import time
 import warnings
-from pathlib import Path
 
 from dagster import (
     AssetChecksDefinition,
@@ -37,7 +35,7 @@ from chronolake.dagster.derived_assets import derived_asset
 from chronolake.dagster.metadata import run_metadata, table_definition_metadata
 from chronolake.dagster.resources import LakeResource
 from chronolake.lake.layout import output_path, table_location
-from chronolake.lake.storage import as_location
+from chronolake.lake.storage import Location, LocationLike, as_location
 from chronolake.lake.tables import table_row_count, table_version
 from chronolake.runtime.views import materialize_view
 from chronolake.schema import TableSpec, ViewSpec
@@ -49,7 +47,7 @@ VIEWS_GROUP = "views"
 DERIVED_GROUP = "derived"
 
 
-def chronolake_assets(lake_root: str | os.PathLike[str]) -> list[AssetsDefinition | SourceAsset]:
+def chronolake_assets(lake_root: LocationLike) -> list[AssetsDefinition | SourceAsset]:
     """One asset per catalog entry of the lake at `lake_root` (read without Spark).
 
     The derived tables' ops hand Spark DataFrames to each other in memory, so the
@@ -72,7 +70,7 @@ def chronolake_assets(lake_root: str | os.PathLike[str]) -> list[AssetsDefinitio
     return definitions
 
 
-def chronolake_asset_checks(lake_root: str | os.PathLike[str]) -> list[AssetChecksDefinition]:
+def chronolake_asset_checks(lake_root: LocationLike) -> list[AssetChecksDefinition]:
     """`primary_key_unique` for every keyed table and view of the lake's catalog."""
     root = as_location(lake_root)
     checks = []
@@ -84,7 +82,7 @@ def chronolake_asset_checks(lake_root: str | os.PathLike[str]) -> list[AssetChec
     return checks
 
 
-def _source_table_asset(spec: TableSpec, path: str | Path) -> SourceAsset:
+def _source_table_asset(spec: TableSpec, path: Location) -> SourceAsset:
     def _observe() -> ObserveResult:
         version = table_version(path)
         return ObserveResult(
@@ -107,7 +105,7 @@ def _source_table_asset(spec: TableSpec, path: str | Path) -> SourceAsset:
         )(_observe)
 
 
-def _view_asset(spec: ViewSpec, path: str | Path) -> AssetsDefinition:
+def _view_asset(spec: ViewSpec, path: Location) -> AssetsDefinition:
     incremental = is_derived(spec)
     how = "incremental runs" if incremental else "recomputed on each run"
     description = f"View ({spec.kind.value}, {how}):\n\n```sql\n{spec.query}\n```"

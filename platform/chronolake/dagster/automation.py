@@ -10,7 +10,6 @@ sensor on at once (one toggle), as does switching each on in the Dagster UI.
 import json
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 from dagster import (
     DefaultScheduleStatus,
@@ -48,7 +47,7 @@ def default_sensor_status() -> DefaultSensorStatus:
 
 
 def delta_version_sensor(
-    job: UnresolvedAssetJobDefinition, tables: dict[str, str | Path], *,
+    job: UnresolvedAssetJobDefinition, tables: dict[str, Location], *,
     name: str = "new_delta_versions",
     minimum_interval_seconds: int = 30,
 ) -> SensorDefinition:
@@ -79,7 +78,7 @@ def delta_version_sensor(
     return _sensor
 
 
-def source_paths(root: Location, names: Sequence[str]) -> dict[str, str | Path]:
+def source_paths(root: Location, names: Sequence[str]) -> dict[str, Location]:
     """Delta paths of the named source tables, from the lake's catalog."""
     entries = load_entries(root)
     tables = {name: entries[name].table for name in names if name in entries}

@@ -13,7 +13,6 @@
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 
 from dagster import (
     AssetCheckEvaluation,
@@ -35,6 +34,7 @@ from pyspark.sql import functions as F
 from chronolake.catalog import Catalog
 from chronolake.dagster.resources import LakeResource
 from chronolake.lake.changelog import COMMIT_TIMESTAMP
+from chronolake.lake.storage import Location
 from chronolake.lake.tables import column_minimum
 from chronolake.runtime.checkpoint import CheckpointStore
 from chronolake.runtime.result import RunResult
@@ -102,7 +102,7 @@ def run_check_results(
 
 
 def primary_key_check(
-    spec: TableSpec | ViewSpec, path: str | Path | None
+    spec: TableSpec | ViewSpec, path: Location | None
 ) -> AssetChecksDefinition:
     """`primary_key_unique` for a keyed table (its state) or view (its materialized table).
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, cast
 
 from dagster import MetadataValue, TableColumn, TableSchema
@@ -12,7 +11,7 @@ from dagster._core.definitions.metadata.metadata_set import NamespacedMetadataSe
 
 from chronolake.dagster.preview import markdown_preview
 from chronolake.lake.stamps import latest_recorded_watermark
-from chronolake.lake.storage import location_uri
+from chronolake.lake.storage import Location
 from chronolake.lake.tables import is_table, table_row_count
 from chronolake.runtime.result import RunResult, TickReport
 from chronolake.schema import (
@@ -60,12 +59,12 @@ def _column(
 
 
 def table_definition_metadata(
-    spec: TableSpec | ViewSpec, location: str | Path | None
+    spec: TableSpec | ViewSpec, location: Location | None
 ) -> dict[str, Any]:
     """The definition metadata of a table or view asset, shown in the asset's page."""
     metadata: dict[str, Any] = {"dagster/table_name": spec.name}
     if location is not None:
-        metadata["dagster/uri"] = location_uri(location)
+        metadata["dagster/uri"] = location.uri
     chronolake = ChronolakeMetadataSet(
         kind=spec.kind.value,
         rowtime=spec.rowtime,
@@ -85,7 +84,7 @@ def table_definition_metadata(
     return metadata | {key: value for key, value in dict(chronolake).items() if value is not None}
 
 
-def run_metadata(result: RunResult, path: str | Path) -> dict[str, Any]:
+def run_metadata(result: RunResult, path: Location) -> dict[str, Any]:
     """A run's materialization metadata: the figures Dagster plots, the watermark, a preview.
 
     Every figure of the run (`RunResult.figures`, all counts) becomes a numeric entry under
@@ -94,7 +93,7 @@ def run_metadata(result: RunResult, path: str | Path) -> dict[str, Any]:
     count comes from the Delta log, the preview from delta-rs.
     """
     metadata: dict[str, Any] = {
-        "dagster/uri": location_uri(path),
+        "dagster/uri": path.uri,
         "chronolake/run": result.run,
         "chronolake/status": result.status.value,
         "chronolake/message": result.message,

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from chronolake.lake.storage import Location
 from chronolake.lake.tables import first_rows
 
 PREVIEW_ROWS = 10
 
 
-def markdown_preview(path: str | Path, *, rows: int = PREVIEW_ROWS) -> str:
+def markdown_preview(path: Location, *, rows: int = PREVIEW_ROWS) -> str:
     """The first `rows` rows of the Delta table at `path` as a Markdown table.
 
     Read without Spark (`first_rows`): a preview is shown after every run, and a Spark job

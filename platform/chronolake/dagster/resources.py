@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Literal
 
 from dagster import ConfigurableResource, InitResourceContext
@@ -14,7 +12,7 @@ from pydantic import Field
 from pyspark.sql import SparkSession
 
 from chronolake.catalog import Catalog
-from chronolake.lake.storage import as_location
+from chronolake.lake.storage import Location, LocationLike, as_location
 from chronolake.spark_session import local_spark_conf, start_spark_driver
 
 
@@ -46,7 +44,7 @@ class LakeResource(ConfigurableResource):
     )
 
     @property
-    def location(self) -> str | Path:
+    def location(self) -> Location:
         """The lake root: an absolute `Path` for a folder, else the URI."""
         return as_location(self.root)
 
@@ -88,7 +86,7 @@ def local_pyspark_resource(
     extra_conf: dict[str, str] | None = None,
     *,
     remote: str | None = None,
-    lake: str | os.PathLike[str] | None = None,
+    lake: LocationLike | None = None,
 ) -> PySparkResource:
     """dagster-pyspark's resource configured for local Spark; point it at a cluster by config.
 

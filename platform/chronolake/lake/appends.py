@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from deltalake import CommitProperties, DeltaTable, Schema, Transaction
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction
 
 from chronolake.lake.delta_log import CDF_PROPERTY
-from chronolake.lake.storage import Storage
+from chronolake.lake.storage import LocationLike, Storage
 
 
 def open_or_create(
-    location: str | Path, schema: Schema, partition_by: Sequence[str] = (), *,
+    location: LocationLike, schema: Schema, partition_by: Sequence[str] = (), *,
     enable_cdf: bool = False,
 ) -> DeltaTable:
     """The Delta table at `location`, created empty with `schema` when there is none.
@@ -58,7 +57,7 @@ def is_committed(table: DeltaTable, app_id: str, app_version: int) -> bool:
 
 def commit_appended(
     table: DeltaTable,
-    location: str | Path,
+    location: LocationLike,
     added: Sequence[AddAction],
     *,
     app_id: str,

@@ -13,7 +13,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar, Literal
 
 from pyroaring import BitMap, FrozenBitMap
@@ -46,7 +45,7 @@ from chronolake.lake.files import (
     file_uri,
     read_tagged_files,
 )
-from chronolake.lake.storage import Storage
+from chronolake.lake.storage import LocationLike, Storage, as_location
 
 BackendKind = Literal["delta-rs", "delta-spark"]
 
@@ -108,24 +107,24 @@ class LakeBackend(ABC):
         self.spark = spark
 
     @abstractmethod
-    def is_delta_table(self, path: str | Path) -> bool:
+    def is_delta_table(self, path: LocationLike) -> bool:
         """Whether `path` holds a Delta table (a `_delta_log` with at least one commit)."""
 
     @abstractmethod
-    def latest_version(self, path: str | Path) -> int:
+    def latest_version(self, path: LocationLike) -> int:
         """The table's newest version; `SourceError` when `path` is not a Delta table."""
 
     @abstractmethod
-    def table_id(self, path: str | Path) -> str:
+    def table_id(self, path: LocationLike) -> str:
         """The table's id (its metadata's `id`): a table created anew at the same path, whose
         versions count from 0 again, has another."""
 
     @abstractmethod
-    def snapshot(self, path: str | Path, version: int | None = None) -> DataFrame:
+    def snapshot(self, path: LocationLike, version: int | None = None) -> DataFrame:
         """The table's rows at `version` (latest when None), with its Delta schema."""
 
     @abstractmethod
-    def arrival_snapshot(self, path: str | Path, version: int) -> DataFrame:
+    def arrival_snapshot(self, path: LocationLike, version: int) -> DataFrame:
         """The table's rows at `version`, as `snapshot`, plus `_position`: the order the rows
         arrived in (a later arrival has a greater position). Rows are ordered by the commit
         that added their file, then the file's place among that commit's adds
@@ -137,7 +136,7 @@ class LakeBackend(ABC):
     def append_dataframe(
         self,
         df: DataFrame,
-        path: str | Path,
+        path: LocationLike,
         *,
         app_id: str,
         app_version: int,
@@ -159,7 +158,7 @@ class LakeBackend(ABC):
     def overwrite_dataframe(
         self,
         df: DataFrame,
-        path: str | Path,
+        path: LocationLike,
         *,
         partition_by: Sequence[str] = (),
         enable_cdf: bool = False,
@@ -176,7 +175,7 @@ class LakeBackend(ABC):
     def commit_changes(
         self,
         changes: DataFrame,
-        path: str | Path,
+        path: LocationLike,
         *,
         key: Sequence[str],
         retracting: bool,
@@ -193,30 +192,30 @@ class LakeBackend(ABC):
         """
 
     def commit_infos(
-        self, path: str | Path, start: int, end: int
+        self, path: LocationLike, start: int, end: int
     ) -> dict[int, Mapping[str, object]]:
         """The `commitInfo` of commits `start..end` (inclusive), by version: one ranged read
         of the log (metadata-sized)."""
         return {commit.version: commit.info for commit in self._log_range(path, start, end)}
 
     @abstractmethod
-    def _table_metadata(self, path: str | Path, version: int) -> TableMetadata:
+    def _table_metadata(self, path: LocationLike, version: int) -> TableMetadata:
         """Schema (with column mapping's physical names in its fields' metadata), partition
         columns, properties and reader features at `version`."""
 
     @abstractmethod
-    def _read_log(self, path: str | Path, versions: range) -> dict[int, LogCommit]:
+    def _read_log(self, path: LocationLike, versions: range) -> dict[int, LogCommit]:
         """The parsed commits of `versions` still in the log (absent ones left out)."""
 
     @abstractmethod
     def _missing_files(self, uris: Sequence[str]) -> set[str]:
         """Which of `uris` no longer exist (vacuumed)."""
 
-    @abstractmethod
-    def _table_uri(self, path: str | Path) -> str:
+    def _table_uri(self, path: LocationLike) -> str:
         """The table root as Spark paths to its files start."""
+        return as_location(path).text
 
-    def _arrival_ranks(self, path: str | Path, version: int, files: Sequence[str]) -> list[int]:
+    def _arrival_ranks(self, path: LocationLike, version: int, files: Sequence[str]) -> list[int]:
         """Each of the active `files` (paths or URIs, as logged or listed) ranked in arrival
         order: by the commit that added it, then its place among that commit's adds. A file
         whose `add` the log no longer holds (log cleanup) arrived before every logged one;
@@ -236,14 +235,14 @@ class LakeBackend(ABC):
             ranks[index] = rank
         return ranks
 
-    def commits(self, path: str | Path, start: int, end: int | None = None) -> list[CommitInfo]:
+    def commits(self, path: LocationLike, start: int, end: int | None = None) -> list[CommitInfo]:
         """The commits `start..end` (inclusive), oldest first, read from the Delta log."""
         return [
             CommitInfo(c.version, c.timestamp_ms, c.operation, c.is_data_change)
             for c in self._log_range(path, start, end)
         ]
 
-    def changes(self, path: str | Path, start: int, end: int | None = None) -> DataFrame:
+    def changes(self, path: LocationLike, start: int, end: int | None = None) -> DataFrame:
         """The change data feed of versions `start..end` (inclusive) as a changelog.
 
         Delta's semantics: a commit with `cdc` actions contributes the rows of
@@ -272,7 +271,7 @@ class LakeBackend(ABC):
                 entries += _file_changes(commit)
         return self._changelog(path, metadata, entries)
 
-    def appends(self, path: str | Path, start: int, end: int | None = None) -> DataFrame:
+    def appends(self, path: LocationLike, start: int, end: int | None = None) -> DataFrame:
         """The rows added by versions `start..end` (inclusive) as `+I` rows of a changelog.
 
         For `'changelog' = 'append'` tables. Raises `SourceError` when a commit
@@ -296,7 +295,7 @@ class LakeBackend(ABC):
         return self._changelog(path, metadata, entries)
 
     def _changelog(
-        self, path: str | Path, metadata: TableMetadata, entries: list[_Entry]
+        self, path: LocationLike, metadata: TableMetadata, entries: list[_Entry]
     ) -> DataFrame:
         orders: dict[int, int] = {}
         tagged: list[TaggedFile] = []
@@ -332,11 +331,11 @@ class LakeBackend(ABC):
             POSITION,
         )
 
-    def _require_table(self, path: str | Path) -> None:
+    def _require_table(self, path: LocationLike) -> None:
         if not self.is_delta_table(path):
             raise not_a_delta_table(path)
 
-    def _log_range(self, path: str | Path, start: int, end: int | None) -> list[LogCommit]:
+    def _log_range(self, path: LocationLike, start: int, end: int | None) -> list[LogCommit]:
         """The commits `start..end`, after checking the range exists and is still logged."""
         latest = self.latest_version(path)
         end = latest if end is None else end
@@ -366,13 +365,13 @@ class LakeBackend(ABC):
             raise SourceError(msg)
         return [commits[v] for v in versions]
 
-    def _readable_metadata(self, path: str | Path, version: int) -> TableMetadata:
+    def _readable_metadata(self, path: LocationLike, version: int) -> TableMetadata:
         """`_table_metadata`, after refusing by name a version chronolake cannot read."""
         metadata = self._table_metadata(path, version)
         check_readable(path, version, metadata.reader_features, metadata.configuration)
         return metadata
 
-    def _changelog_metadata(self, path: str | Path, version: int) -> TableMetadata:
+    def _changelog_metadata(self, path: LocationLike, version: int) -> TableMetadata:
         """`_readable_metadata`, after refusing columns named as a changelog's own."""
         metadata = self._readable_metadata(path, version)
         reserved = [f.name for f in metadata.schema.fields if f.name.lower() in RESERVED_COLUMNS]
@@ -387,7 +386,7 @@ class LakeBackend(ABC):
             raise SourceError(msg)
         return metadata
 
-    def _check_cdf(self, path: str | Path, commits: list[LogCommit]) -> None:
+    def _check_cdf(self, path: LocationLike, commits: list[LogCommit]) -> None:
         configuration = self._table_metadata(path, commits[0].version).configuration
         for commit in commits:
             configuration = commit.configuration or configuration
@@ -403,7 +402,7 @@ class LakeBackend(ABC):
                 )
                 raise SourceError(msg)
 
-    def _check_files_exist(self, path: str | Path, files: list[TaggedFile]) -> None:
+    def _check_files_exist(self, path: LocationLike, files: list[TaggedFile]) -> None:
         missing = self._missing_files(list(dict.fromkeys(f.uri for f in files)))
         if missing:
             versions = version_spans(sorted({f.version for f in files if f.uri in missing}))
@@ -452,7 +451,7 @@ def _file_changes(commit: LogCommit) -> list[_Entry]:
     ]
 
 
-def not_a_delta_table(path: str | Path) -> SourceError:
+def not_a_delta_table(path: LocationLike) -> SourceError:
     """The error for a table location without a Delta log."""
     msg = (
         f"{path}: not a Delta table (no _delta_log folder with commits); expected the "

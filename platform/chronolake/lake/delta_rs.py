@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -47,7 +46,7 @@ from chronolake.lake.files import (
 from chronolake.lake.in_place import writing_in_place
 from chronolake.lake.log_reader import log_names, read_commits
 from chronolake.lake.staging import write_staged
-from chronolake.lake.storage import Storage, as_location, missing
+from chronolake.lake.storage import Location, LocationLike, Storage, missing
 from chronolake.lake.table_state import latest_state
 from chronolake.lake.upserts import (
     FILE_NAME,
@@ -71,25 +70,25 @@ class DeltaRsBackend(LakeBackend):
     kind = "delta-rs"
     stages_output_files = True
 
-    def is_delta_table(self, path: str | Path) -> bool:
+    def is_delta_table(self, path: LocationLike) -> bool:
         return DeltaTable.is_deltatable(str(path))
 
-    def latest_version(self, path: str | Path) -> int:
+    def latest_version(self, path: LocationLike) -> int:
         return self._open(path, with_files=False).version()
 
-    def table_id(self, path: str | Path) -> str:
+    def table_id(self, path: LocationLike) -> str:
         return str(self._open(path, with_files=False).metadata().id)
 
-    def snapshot(self, path: str | Path, version: int | None = None) -> DataFrame:
+    def snapshot(self, path: LocationLike, version: int | None = None) -> DataFrame:
         rows, schema = self._tagged_snapshot(path, version, in_arrival_order=False)
         return rows.select(*(f"`{name}`" for name in schema.fieldNames()))
 
-    def arrival_snapshot(self, path: str | Path, version: int) -> DataFrame:
+    def arrival_snapshot(self, path: LocationLike, version: int) -> DataFrame:
         rows, schema = self._tagged_snapshot(path, version, in_arrival_order=True)
         return rows.select(*(f"`{name}`" for name in schema.fieldNames()), POSITION)
 
     def _tagged_snapshot(
-        self, path: str | Path, version: int | None, *, in_arrival_order: bool
+        self, path: LocationLike, version: int | None, *, in_arrival_order: bool
     ) -> tuple[DataFrame, StructType]:
         """The active files' rows, tagged (`read_tagged_files`); their `_position` follows
         the files' arrival order when `in_arrival_order`, else it is meaningless."""
@@ -132,7 +131,7 @@ class DeltaRsBackend(LakeBackend):
     def append_dataframe(
         self,
         df: DataFrame,
-        path: str | Path,
+        path: LocationLike,
         *,
         app_id: str,
         app_version: int,
@@ -151,7 +150,7 @@ class DeltaRsBackend(LakeBackend):
         table = _create_if_missing(df, files, partition_by, enable_cdf=enable_cdf)
         if is_committed(table, app_id, app_version):
             return None
-        _check_columns(df, table, path)
+        _check_columns(df, table, files.location)
         with writing_in_place(files):
             actions = _write_files(df, files, list(table.metadata().partition_columns))
             return commit_appended(
@@ -162,7 +161,7 @@ class DeltaRsBackend(LakeBackend):
     def overwrite_dataframe(
         self,
         df: DataFrame,
-        path: str | Path,
+        path: LocationLike,
         *,
         partition_by: Sequence[str] = (),
         enable_cdf: bool = False,
@@ -190,7 +189,7 @@ class DeltaRsBackend(LakeBackend):
     def commit_changes(
         self,
         changes: DataFrame,
-        path: str | Path,
+        path: LocationLike,
         *,
         key: Sequence[str],
         retracting: bool,
@@ -295,7 +294,7 @@ class DeltaRsBackend(LakeBackend):
         return self.spark.createDataFrame(deleted) if deleted.num_rows else None
 
     def _current_vectors(
-        self, root: str | Path, table: DeltaTable, names: Sequence[str]
+        self, root: Location, table: DeltaTable, names: Sequence[str]
     ) -> dict[str, Mapping[str, object] | None]:
         """The deletion vector descriptor each active data file is logged with (a `remove`
         must name it): from the newest commits back to the file's latest `add`, else from the
@@ -319,7 +318,7 @@ class DeltaRsBackend(LakeBackend):
         return {name: found.get(name) for name in names}
 
     def _open(
-        self, path: str | Path, version: int | None = None, *, with_files: bool = True
+        self, path: LocationLike, version: int | None = None, *, with_files: bool = True
     ) -> DeltaTable:
         """The table at `version`; `with_files=False` skips loading its file list."""
         self._require_table(path)
@@ -350,7 +349,7 @@ class DeltaRsBackend(LakeBackend):
             raise SourceError(msg) from None
         return table
 
-    def _table_metadata(self, path: str | Path, version: int) -> TableMetadata:
+    def _table_metadata(self, path: LocationLike, version: int) -> TableMetadata:
         table = self._open(path, version, with_files=False)
         metadata = table.metadata()
         return TableMetadata(
@@ -360,14 +359,11 @@ class DeltaRsBackend(LakeBackend):
             reader_features=frozenset(table.protocol().reader_features or ()),
         )
 
-    def _read_log(self, path: str | Path, versions: range) -> dict[int, LogCommit]:
+    def _read_log(self, path: LocationLike, versions: range) -> dict[int, LogCommit]:
         return read_commits(Storage(path), versions)
 
     def _missing_files(self, uris: Sequence[str]) -> set[str]:
         return missing(uris)
-
-    def _table_uri(self, path: str | Path) -> str:
-        return str(as_location(path))
 
 
 def _create_if_missing(
@@ -447,7 +443,7 @@ def _checkpointed_vectors(
     return found
 
 
-def _check_columns(df: DataFrame, table: DeltaTable, root: str | Path) -> None:
+def _check_columns(df: DataFrame, table: DeltaTable, root: Location) -> None:
     expected = [field.name for field in table.schema().fields]
     if sorted(df.columns) != sorted(expected):
         msg = (

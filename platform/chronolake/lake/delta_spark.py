@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -27,7 +26,7 @@ from chronolake.lake.delta_log import CDF_PROPERTY, LogCommit
 from chronolake.lake.files import POSITION_STRIDE, file_name
 from chronolake.lake.in_place import writing_in_place
 from chronolake.lake.log_reader import latest_version, read_commits
-from chronolake.lake.storage import Storage, as_location, missing
+from chronolake.lake.storage import LocationLike, Storage, as_location, missing
 from chronolake.lake.table_state import table_state
 from chronolake.lake.upserts import RETRACTED, last_changes
 from chronolake.spark_session import join_local, session_settings
@@ -80,29 +79,29 @@ class DeltaSparkBackend(LakeBackend):
             raise SourceError(msg)
         super().__init__(spark)
 
-    def is_delta_table(self, path: str | Path) -> bool:
+    def is_delta_table(self, path: LocationLike) -> bool:
         # A commit or a checkpoint in the log: what Delta's own check looks for.
         return any(name.endswith((".json", ".parquet"))
                    for name in Storage(path).names("_delta_log"))
 
-    def latest_version(self, path: str | Path) -> int:
+    def latest_version(self, path: LocationLike) -> int:
         self._require_table(path)
         return latest_version(Storage(path)) or 0
 
-    def table_id(self, path: str | Path) -> str:
+    def table_id(self, path: LocationLike) -> str:
         self._require_table(path)
         row = self.spark.sql(f"DESCRIBE DETAIL {_sql_table(path)}").first()
         assert row is not None, "DESCRIBE DETAIL has one row"
         return str(row["id"])
 
-    def snapshot(self, path: str | Path, version: int | None = None) -> DataFrame:
+    def snapshot(self, path: LocationLike, version: int | None = None) -> DataFrame:
         self._require_table(path)
         reader = self.spark.read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", version)
         return reader.load(str(path))
 
-    def arrival_snapshot(self, path: str | Path, version: int) -> DataFrame:
+    def arrival_snapshot(self, path: LocationLike, version: int) -> DataFrame:
         snapshot = self.snapshot(path, version)
         files = snapshot.inputFiles()  # the snapshot's active files: metadata-sized
         ranks = self._arrival_ranks(path, version, files)
@@ -129,7 +128,7 @@ class DeltaSparkBackend(LakeBackend):
     def append_dataframe(
         self,
         df: DataFrame,
-        path: str | Path,
+        path: LocationLike,
         *,
         app_id: str,
         app_version: int,
@@ -156,7 +155,7 @@ class DeltaSparkBackend(LakeBackend):
     def overwrite_dataframe(
         self,
         df: DataFrame,
-        path: str | Path,
+        path: LocationLike,
         *,
         partition_by: Sequence[str] = (),
         enable_cdf: bool = False,
@@ -170,7 +169,7 @@ class DeltaSparkBackend(LakeBackend):
         return self.latest_version(path)
 
     def _committed_version(
-        self, path: str | Path, before: int, app_id: str, app_version: int
+        self, path: LocationLike, before: int, app_id: str, app_version: int
     ) -> int | None:
         """The version of the commit after `before` that records the application transaction
         (`app_id`, `app_version`): this attempt's token. None when no commit does, as when
@@ -181,7 +180,7 @@ class DeltaSparkBackend(LakeBackend):
                      if commit.transactions.get(app_id) == app_version), None)
 
     def _create_if_missing(
-        self, schema: StructType, path: str | Path, partition_by: Sequence[str], *,
+        self, schema: StructType, path: LocationLike, partition_by: Sequence[str], *,
         enable_cdf: bool, deletion_vectors: bool = False,
     ) -> None:
         if self.is_delta_table(path):
@@ -200,7 +199,7 @@ class DeltaSparkBackend(LakeBackend):
     def commit_changes(
         self,
         changes: DataFrame,
-        path: str | Path,
+        path: LocationLike,
         *,
         key: Sequence[str],
         retracting: bool,
@@ -238,7 +237,7 @@ class DeltaSparkBackend(LakeBackend):
                 "{{changes}}", "{changes}"), changes=last)
         return self._committed_version(path, before, app_id, app_version)
 
-    def _table_metadata(self, path: str | Path, version: int) -> TableMetadata:
+    def _table_metadata(self, path: LocationLike, version: int) -> TableMetadata:
         # From the log: Delta's frames drop column mapping's physical names from the schema,
         # and DESCRIBE DETAIL knows only the latest version. Delta checkpoints every ten
         # commits, so this is a few small reads.
@@ -246,24 +245,21 @@ class DeltaSparkBackend(LakeBackend):
         return TableMetadata(state.schema, state.partition_columns, state.configuration,
                              state.reader_features)
 
-    def _read_log(self, path: str | Path, versions: range) -> dict[int, LogCommit]:
+    def _read_log(self, path: LocationLike, versions: range) -> dict[int, LogCommit]:
         return read_commits(Storage(path), versions)
 
     def _missing_files(self, uris: Sequence[str]) -> set[str]:
         return missing(uris)
 
-    def _table_uri(self, path: str | Path) -> str:
-        return str(as_location(path))
 
-
-def _writing(path: str | Path) -> AbstractContextManager[None]:
+def _writing(path: LocationLike) -> AbstractContextManager[None]:
     """A write of Delta's into the table at `path`: its files land in place, and Spark's first
     task writes one even without rows, which Delta does not commit (`chronolake.lake.in_place`
     removes what the write leaves uncommitted)."""
     return writing_in_place(Storage(path), leaves_uncommitted=True)
 
 
-def _sql_table(path: str | Path) -> str:
+def _sql_table(path: LocationLike) -> str:
     """The table at `path` as Delta's SQL names it: delta.`<location>`."""
     return f"delta.{_quoted(str(as_location(path)))}"
 

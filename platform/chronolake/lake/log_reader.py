@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from pathlib import Path
 
 from chronolake.lake.delta_log import LogCommit, log_file_name, parse_commit
 from chronolake.lake.storage import Storage
@@ -41,7 +40,7 @@ def read_commits(
 def log_names(table: Storage) -> set[str] | None:
     """The names in an object store's `_delta_log`; None on a disk, where reading a missing
     commit costs what asking for it would."""
-    return None if isinstance(table.location, Path) else set(table.names("_delta_log"))
+    return None if table.location.is_local else set(table.names("_delta_log"))
 
 
 def latest_version(table: Storage) -> int | None:

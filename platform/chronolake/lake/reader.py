@@ -19,7 +19,7 @@ from chronolake.lake.changelog import ARRIVAL_ORDER, POSITION, ROW_KIND, SYSTEM_
 from chronolake.lake.layout import table_location
 from chronolake.lake.op_column import op_row_kind
 from chronolake.lake.selector import backend_for
-from chronolake.lake.storage import Location
+from chronolake.lake.storage import LocationLike
 from chronolake.schema import ChangelogMode, TableSpec
 
 
@@ -27,7 +27,7 @@ def read_changelog(
     spark: SparkSession,
     backend: LakeBackend | None,
     spec: TableSpec,
-    root: Location,
+    root: LocationLike,
     start_version: int,
     end_version: int | None = None,
 ) -> DataFrame:
@@ -53,7 +53,7 @@ def read_table_state(
     spark: SparkSession,
     backend: LakeBackend | None,
     spec: TableSpec,
-    root: Location,
+    root: LocationLike,
     version: int | None = None,
 ) -> DataFrame:
     """The table's rows at `version` (latest when None), without system columns, read
@@ -83,7 +83,7 @@ def read_table_arrivals(
     spark: SparkSession,
     backend: LakeBackend | None,
     spec: TableSpec,
-    root: Location,
+    root: LocationLike,
     version: int,
 ) -> DataFrame:
     """`read_table_state` at `version` plus `_position`, the order the rows arrived in: by

@@ -16,11 +16,11 @@ import json
 from collections.abc import Mapping
 from contextlib import suppress
 from datetime import UTC, datetime
-from pathlib import Path
 
 from deltalake import DeltaTable
 
 from chronolake.lake.backend import LakeBackend
+from chronolake.lake.storage import LocationLike
 
 WATERMARK_KEY = "chronolake.watermark"
 WATERMARK_MILLIS_KEY = "chronolake.watermarkMillis"
@@ -51,7 +51,7 @@ def stamped_watermark(info: Mapping[str, object]) -> int | None:
 
 
 def recorded_watermarks(
-    backend: LakeBackend, path: str | Path, start: int, end: int
+    backend: LakeBackend, path: LocationLike, start: int, end: int
 ) -> dict[int, int | None]:
     """The watermark each commit `start..end` of a derived table recorded, by version (one
     read of the log); None before the first commit (version -1) or where it recorded none."""
@@ -62,7 +62,7 @@ def recorded_watermarks(
     }
 
 
-def latest_recorded_watermark(path: str | Path) -> int | None:
+def latest_recorded_watermark(path: LocationLike) -> int | None:
     """The watermark the latest commit of a derived table recorded, read from its Delta log
     alone (no Spark: `chronolake status`, Dagster's metadata); None before its first run."""
     if not DeltaTable.is_deltatable(str(path)):

@@ -35,10 +35,62 @@ from obstore.store import LocalStore, ObjectStore, from_url
 from chronolake.lake.scratch import STAGING_PREFIX, sweep, writer_of
 
 LOCAL_SCHEME = "file"
-Location = str | os.PathLike[str]
-"""A lake location: a local folder, or a URI."""
 STORAGE_ERRORS: tuple[type[Exception], ...] = (OSError, BaseError)
 """What a storage call raises when the store cannot be reached, or refuses the call."""
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where a lake, a table or a document is, resolved once: an absolute folder on this
+    machine's disk, or an object store's URI. Spark and delta-rs are handed `str()` of it;
+    only a local one has a `path`, so a URI never reaches code that would read it as a
+    folder.
+
+    Example:
+        >>> as_location("s3://bucket/lake/") / "_chronolake/views/orders"
+        Location('s3://bucket/lake/_chronolake/views/orders')
+    """
+
+    text: str
+    """An absolute local path (no scheme), or a URI without a trailing `/`."""
+
+    @property
+    def is_local(self) -> bool:
+        """Whether this is a folder or a file on this machine's disk."""
+        return "://" not in self.text
+
+    @property
+    def path(self) -> Path:
+        """The local path: only a local location has one."""
+        if not self.is_local:
+            raise TypeError(f"{self.text} is an object store's URI, not a local path")
+        return Path(self.text)
+
+    @property
+    def uri(self) -> str:
+        """The location as a URI (`file:///…` for a local one), as Dagster shows it."""
+        return self.path.as_uri() if self.is_local else self.text
+
+    @property
+    def name(self) -> str:
+        """The last segment: a table's or a document's own name."""
+        return PurePosixPath(self.text).name
+
+    def __truediv__(self, key: str) -> Location:
+        """`key` (a `/`-separated path) under this location."""
+        if self.is_local:
+            return Location(str(self.path / key))
+        return Location(f"{self.text}/{key.strip('/')}")
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"Location({self.text!r})"
+
+
+LocationLike = str | os.PathLike[str] | Location
+"""A location as a user or a caller gives it: a folder, a `file://` URI, an object store's URI."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,42 +103,32 @@ class StoredObject:
     modified_ms: int
 
 
-def as_location(root: Location) -> str | Path:
-    """A lake location as given: a `Path` for a local folder (a `file://` URI or a plain
-    path), the URI itself for an object store."""
-    text = os.fspath(root)
+def as_location(given: LocationLike) -> Location:
+    """A location resolved: a local folder (a plain path or a `file://` URI) made absolute,
+    an object store's URI kept as it is, without its trailing `/`."""
+    if isinstance(given, Location):
+        return given
+    text = os.fspath(given)
     parsed = urlparse(text)
     if parsed.scheme == LOCAL_SCHEME:
-        return Path(unquote(parsed.path)).absolute()
+        return Location(str(Path(unquote(parsed.path)).absolute()))
     if "://" not in text or len(parsed.scheme) == 1:  # `lakes:v2` and `C:\…` are folders
-        return Path(text).absolute()
-    return text.rstrip("/")
+        return Location(str(Path(text).absolute()))
+    return Location(text.rstrip("/"))
 
 
-def joined_under(root: Location, path: Location) -> str | Path:
+def joined_under(root: LocationLike, path: LocationLike) -> Location:
     """`path` resolved against the lake location `root`: itself when it is a URI or an
     absolute folder, else under the root (a folder resolved, as Spark and delta-rs are handed
     absolute paths; a URI joined with `/`, never turned into a local path)."""
+    if isinstance(path, Location):
+        return path
     text = os.fspath(path)
     own = as_location(text)
-    if not isinstance(own, Path) or Path(text).is_absolute() or text.startswith("file:"):
+    if not own.is_local or Path(text).is_absolute() or text.startswith("file:"):
         return own
     base = as_location(root)
-    return (base / text).resolve() if isinstance(base, Path) else join(base, text)
-
-
-def location_uri(location: Location) -> str:
-    """A location as a URI (`file:///…` for a local folder), as Dagster shows it."""
-    root = as_location(location)
-    return root.as_uri() if isinstance(root, Path) else root
-
-
-def join(location: Location, key: str) -> str | Path:
-    """`key` (a `/`-separated path) under a lake location: a `Path` on a local disk, else a URI."""
-    root = as_location(location)
-    if isinstance(root, Path):
-        return root / key
-    return f"{root}/{key.strip('/')}"
+    return Location(str((base.path / text).resolve())) if base.is_local else base / text
 
 
 def missing(locations: Sequence[str]) -> set[str]:
@@ -99,12 +141,13 @@ def missing(locations: Sequence[str]) -> set[str]:
     absent: set[str] = set()
     for folder, entries in by_folder.items():
         where = as_location(folder)
-        if isinstance(where, Path):
-            absent |= {location for location, name in entries if not (where / name).exists()}
+        if where.is_local:
+            absent |= {location for location, name in entries
+                       if not (where.path / name).exists()}
             continue
         # Listed under the bucket: a store made from a URI decodes its `%XX`, which Spark's
         # partition folders hold (`dt=10%3A00`), and would list another folder.
-        parsed = urlparse(where)
+        parsed = urlparse(where.text)
         present = set(Storage(f"{parsed.scheme}://{parsed.netloc}").names(parsed.path.strip("/")))
         absent |= {location for location, name in entries if name not in present}
     return absent
@@ -119,12 +162,12 @@ class Storage:
         True
     """
 
-    def __init__(self, root: Location) -> None:
+    def __init__(self, root: LocationLike) -> None:
         self.location = as_location(root)
 
-    def path_of(self, key: str) -> str | Path:
-        """Where `key` is, for Spark and delta-rs: a `Path` on a local disk, else a URI."""
-        return join(self.location, key)
+    def path_of(self, key: str) -> Location:
+        """Where `key` is, for Spark and delta-rs."""
+        return self.location / key
 
     def read_text(self, key: str) -> str | None:
         """The document at `key`, or None when there is none."""
@@ -177,8 +220,8 @@ class Storage:
         """Remove what killed writers left directly in the folder `prefix`: on a local disk
         every kind of scratch (`chronolake.lake.scratch`); on an object store, where an upload
         cut off leaves nothing, the staging folders of writers that are gone."""
-        if isinstance(self.location, Path):
-            sweep(self.location / prefix)
+        if self.location.is_local:
+            sweep(self.location.path / prefix)
             return
         now = time.time()
         for name in self.folders(prefix):
@@ -217,8 +260,8 @@ class Storage:
 
     def delete_tree(self, prefix: str) -> None:
         """Remove the folder `prefix` and everything under it, if any."""
-        if isinstance(self.location, Path):  # a folder's own entries go with it
-            shutil.rmtree(self.location / prefix, ignore_errors=True)
+        if self.location.is_local:  # a folder's own entries go with it
+            shutil.rmtree(self.location.path / prefix, ignore_errors=True)
             return
         keys = [meta["path"] for batch in obstore.list(self._store, prefix=f"{prefix}/")
                 for meta in batch]
@@ -234,26 +277,26 @@ class Storage:
         return sorted(PurePosixPath(path).name for path in self._listing(prefix)["common_prefixes"])
 
     def __repr__(self) -> str:
-        return f"Storage({str(self.location)!r})"
+        return f"Storage({self.location.text!r})"
 
     @cached_property
     def _store(self) -> ObjectStore:
-        if isinstance(self.location, Path):
-            return LocalStore(self.location, mkdir=True)
-        return from_url(self.location)
+        if self.location.is_local:
+            return LocalStore(self.location.path, mkdir=True)
+        return from_url(self.location.text)
 
     def _sweep_beside(self, key: str) -> None:
         """On a local disk, remove what killed writers left in `key`'s folder (`sweep`)."""
-        if isinstance(self.location, Path):
-            sweep((self.location / key).parent)
+        if self.location.is_local:
+            sweep((self.location.path / key).parent)
 
     def _get(self, key: str) -> tuple[bytes, int] | None:
         """The object at `key` and when it was last written (ms since the epoch). A local
         file is read directly: a Delta log is read a file per version, and this is twice as
         fast as obstore's local store."""
         try:
-            if isinstance(self.location, Path):
-                with (self.location / key).open("rb") as file:
+            if self.location.is_local:
+                with (self.location.path / key).open("rb") as file:
                     return file.read(), int(os.fstat(file.fileno()).st_mtime * 1000)
             found = obstore.get(self._store, key)
             return bytes(found.bytes()), int(found.meta["last_modified"].timestamp() * 1000)
@@ -263,7 +306,7 @@ class Storage:
     def _exists_locally(self) -> bool:
         """False for a local folder that does not exist yet (which reading must not create);
         an object store is always there."""
-        return not isinstance(self.location, Path) or self.location.is_dir()
+        return not self.location.is_local or self.location.path.is_dir()
 
     def _listing(self, prefix: str) -> obstore.ListResult:
         if not self._exists_locally():

@@ -9,8 +9,6 @@ the table; those of the files (rows, values) from delta-rs's snapshot of them.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
@@ -21,11 +19,11 @@ from chronolake.errors import ChronolakeError
 from chronolake.lake.backend import not_a_delta_table
 from chronolake.lake.deletion_vectors import deleted_rows
 from chronolake.lake.log_reader import latest_version, read_commits
-from chronolake.lake.storage import Storage
+from chronolake.lake.storage import LocationLike, Storage
 from chronolake.lake.table_state import table_state
 
 
-def table_version(path: str | Path) -> int:
+def table_version(path: LocationLike) -> int:
     """The latest Delta version at `path`, from the log alone (no Spark)."""
     version = latest_version(Storage(path))
     if version is None:
@@ -33,12 +31,12 @@ def table_version(path: str | Path) -> int:
     return version
 
 
-def is_table(path: str | Path) -> bool:
+def is_table(path: LocationLike) -> bool:
     """Whether `path` holds a Delta table (a commit or checkpoint in its log, no Spark)."""
     return latest_version(Storage(path)) is not None
 
 
-def latest_commits(path: str | Path, count: int) -> list[dict[str, object]]:
+def latest_commits(path: LocationLike, count: int) -> list[dict[str, object]]:
     """The `count` latest commits' `commitInfo` (newest first, with `version` and
     `operationMetrics`), from the log alone."""
     latest = table_version(path)
@@ -47,7 +45,7 @@ def latest_commits(path: str | Path, count: int) -> list[dict[str, object]]:
             for version, commit in sorted(commits.items(), reverse=True)]
 
 
-def table_row_count(path: str | Path) -> int:
+def table_row_count(path: LocationLike) -> int:
     """Rows in the latest version, summed from the log's per-file statistics less the rows
     deletion vectors delete (no Spark).
 
@@ -60,7 +58,7 @@ def table_row_count(path: str | Path) -> int:
     return sum(count or 0 for count in counts.to_pylist()) - deleted_rows(table).num_rows
 
 
-def readable_row_count(path: str | Path) -> int | None:
+def readable_row_count(path: LocationLike) -> int | None:
     """`table_row_count`, or None when the table cannot be read (a drop that crashed
     halfway through removing it)."""
     try:
@@ -69,7 +67,7 @@ def readable_row_count(path: str | Path) -> int | None:
         return None
 
 
-def stored_schema(path: str | Path, version: int | None = None) -> StructType | None:
+def stored_schema(path: LocationLike, version: int | None = None) -> StructType | None:
     """The schema of the Delta table at `path` (at `version`, else the latest), from its log
     alone (no Spark); None when `path` holds no Delta table (yet)."""
     latest = latest_version(Storage(path))
@@ -78,19 +76,19 @@ def stored_schema(path: str | Path, version: int | None = None) -> StructType | 
     return table_state(Storage(path), latest if version is None else version).logical_schema
 
 
-def partition_columns(path: str | Path, version: int) -> list[str]:
+def partition_columns(path: LocationLike, version: int) -> list[str]:
     """The Delta table's partition columns at `version`, from its log alone."""
     return list(table_state(Storage(path), version).partition_columns)
 
 
-def _table(path: str | Path, *, with_files: bool = True) -> DeltaTable:
+def _table(path: LocationLike, *, with_files: bool = True) -> DeltaTable:
     """The latest version; `with_files=False` for questions of the log alone (no file list)."""
     if not DeltaTable.is_deltatable(str(path)):
         raise not_a_delta_table(path)
     return DeltaTable(str(path), without_files=not with_files)
 
 
-def first_rows(path: str | Path, rows: int) -> pa.Table:
+def first_rows(path: LocationLike, rows: int) -> pa.Table:
     """Up to `rows` rows of the latest version, read by delta-rs's own engine (which honours
     deletion vectors) batch by batch until there are enough: a handful, for a person."""
     reader = pa.RecordBatchReader.from_stream(_table(path).scan())
@@ -102,7 +100,7 @@ def first_rows(path: str | Path, rows: int) -> pa.Table:
     return pa.Table.from_batches(batches, schema=reader.schema).slice(0, rows)
 
 
-def column_minimum(path: str | Path, column: str) -> object | None:
+def column_minimum(path: LocationLike, column: str) -> object | None:
     """The smallest value of `column` in the latest version (None when the table has no such
     column or no value), one Arrow batch of that column at a time: no Spark. Read by
     delta-rs's own engine, which honours the deletion vectors Delta's MERGE writes."""

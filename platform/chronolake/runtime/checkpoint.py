@@ -23,12 +23,12 @@ a mix). Redoing it after a crash replaces them again with the same rows.
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from chronolake.lake.layout import state_path
-from chronolake.lake.storage import Location, Storage
+from chronolake.lake.storage import Location, LocationLike, Storage
 from chronolake.watermarks.assigner import WatermarkState
 
 CHECKPOINT_PREFIX = "checkpoint-"
@@ -95,7 +95,7 @@ class CheckpointStore:
         self.storage = storage
 
     @classmethod
-    def of(cls, root: Location, name: str) -> CheckpointStore:
+    def of(cls, root: LocationLike, name: str) -> CheckpointStore:
         """The store of derived table `name` in the lake at `root`."""
         return cls(Storage(state_path(root, name)))
 
@@ -153,7 +153,7 @@ class CheckpointStore:
         store (what a checkpoint records, so that a lake can be copied or moved)."""
         return f"{self.run_dir(run)}/{attempt}/{role}"
 
-    def location(self, name: str) -> str | Path:
+    def location(self, name: str) -> Location:
         """Where the state table `name` (a checkpoint's `state` entry) is, for Spark."""
         return self.storage.path_of(name)
 

@@ -17,7 +17,6 @@ at `commit`, which refuses when another run committed in between.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 from pyspark.sql import DataFrame
 
@@ -28,6 +27,7 @@ from chronolake.joins.history import HISTORY_PAGE_ROWS
 from chronolake.lake.changelog import SYSTEM_COLUMNS, RowKind
 from chronolake.lake.layout import history_path, late_path, lock_dir, output_path
 from chronolake.lake.stamps import watermark_stamp
+from chronolake.lake.storage import Location
 from chronolake.lake.upserts import final_rows
 from chronolake.runtime.attempt import RunPlan, begin_writing, pass_commit_point
 from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore, InputPosition, RunIntent
@@ -366,7 +366,7 @@ class DerivedTable:
         backend, run = self.catalog.backend, plan.number
         app = f"chronolake/{self.name}"
 
-        def write(frame: DataFrame, path: str | Path, app_id: str) -> int | None:
+        def write(frame: DataFrame, path: Location, app_id: str) -> int | None:
             if replace:
                 return backend.overwrite_dataframe(frame, path)
             return backend.append_dataframe(frame, path, app_id=app_id, app_version=run)

@@ -9,13 +9,12 @@ when a run fails, removed by the next successful run.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from chronolake.errors import ChronolakeError
 from chronolake.lake.layout import LAST_ERROR_NAME, state_path
-from chronolake.lake.storage import Storage
+from chronolake.lake.storage import LocationLike, Storage
 from chronolake.spark_errors import is_spark_error, spark_error_line
 
 MAX_CHARS = 500
@@ -31,7 +30,7 @@ class RunFailure(BaseModel):
     error: str = Field(..., description="The error, on one line.")
 
 
-def record_failure(root: str | Path, name: str, error: BaseException) -> None:
+def record_failure(root: LocationLike, name: str, error: BaseException) -> None:
     """Keep `error` as the last run's error of view `name`."""
     if is_spark_error(error):
         text = spark_error_line(error)
@@ -43,18 +42,18 @@ def record_failure(root: str | Path, name: str, error: BaseException) -> None:
     _document(root, name).write_text(LAST_ERROR_NAME, failure.model_dump_json())
 
 
-def clear_failure(root: str | Path, name: str) -> None:
+def clear_failure(root: LocationLike, name: str) -> None:
     """A successful run: the view's last run did not fail."""
     _document(root, name).delete(LAST_ERROR_NAME)
 
 
-def last_failure(root: str | Path, name: str) -> RunFailure | None:
+def last_failure(root: LocationLike, name: str) -> RunFailure | None:
     """The error of view `name`'s last run, if that run failed."""
     text = _document(root, name).read_text(LAST_ERROR_NAME)
     return RunFailure.model_validate_json(text) if text else None
 
 
-def _document(root: str | Path, name: str) -> Storage:
+def _document(root: LocationLike, name: str) -> Storage:
     """The folder of view `name`'s last error (`layout.last_error_path`)."""
     return Storage(state_path(root, name))
 

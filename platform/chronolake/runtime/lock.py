@@ -27,7 +27,7 @@ from uuid import uuid4
 
 from chronolake.errors import RunError
 from chronolake.lake.scratch import Writer
-from chronolake.lake.storage import STORAGE_ERRORS, Location, Storage
+from chronolake.lake.storage import STORAGE_ERRORS, LocationLike, Storage
 
 LEASE_TTL_S = 60.0
 """How long a lease stays its holder's without a renewal: far longer than the holder's
@@ -67,7 +67,7 @@ def lease_name(name: str) -> str:
 
 
 @contextmanager
-def run_lock(locks: Storage | Location, name: str) -> Iterator[None]:
+def run_lock(locks: Storage | LocationLike, name: str) -> Iterator[None]:
     """Hold the run lock of derived table `name` (a lease in the folder `locks`, the lake's
     `layout.lock_dir`) for the duration of the block.
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from chronolake.errors import RunError
 from chronolake.lake.layout import lock_dir, view_data_keys
-from chronolake.lake.storage import Storage
+from chronolake.lake.storage import LocationLike, Storage
 from chronolake.lake.tables import readable_row_count
 from chronolake.runtime.faults import FaultPoint, fault_point
 from chronolake.runtime.lock import run_lock
@@ -45,7 +44,7 @@ class RemovedData(BaseModel):
 
 
 @contextmanager
-def removal_lock(root: str | Path, name: str, action: str) -> Iterator[None]:
+def removal_lock(root: LocationLike, name: str, action: str) -> Iterator[None]:
     """Hold the run lock of view `name` while `action` (e.g. "drop view 'v'") changes it.
 
     Raises `RunError`, having changed nothing, when a run of the view holds the lock.
@@ -62,7 +61,7 @@ def removal_lock(root: str | Path, name: str, action: str) -> Iterator[None]:
         yield
 
 
-def remove_view_data(root: str | Path, name: str) -> RemovedData:
+def remove_view_data(root: LocationLike, name: str) -> RemovedData:
     """Delete view `name`'s output, late rows and state (the caller holds `removal_lock`)."""
     lake, (output, late, state) = Storage(root), view_data_keys(name)
     has_output = lake.holds(output)
@@ -79,7 +78,7 @@ def remove_view_data(root: str | Path, name: str) -> RemovedData:
     return removed
 
 
-def has_view_data(root: str | Path, name: str) -> bool:
+def has_view_data(root: LocationLike, name: str) -> bool:
     """Whether anything chronolake writes for a view exists under `name`."""
     lake = Storage(root)
     return any(lake.holds(folder) for folder in view_data_keys(name))

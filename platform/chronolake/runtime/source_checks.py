@@ -18,12 +18,12 @@ still before anything is written; those errors name the versions and the fix.
 from __future__ import annotations
 
 from enum import StrEnum
-from pathlib import Path
 from typing import cast
 
 from pyspark.sql.types import StructType
 
 from chronolake.errors import SourceError
+from chronolake.lake.storage import Location
 from chronolake.lake.tables import is_table, latest_commits, stored_schema, table_version
 from chronolake.schema import PhysicalColumn, TableSpec
 
@@ -46,7 +46,7 @@ class OverwritePolicy(StrEnum):
     FULL_REFRESH = "full-refresh"
 
 
-def require_delta_table(path: str | Path, spec: TableSpec, derived: str) -> None:
+def require_delta_table(path: Location, spec: TableSpec, derived: str) -> None:
     """Raise `SourceError` when the source's location holds no Delta table."""
     if not is_table(path):
         msg = (
@@ -58,7 +58,7 @@ def require_delta_table(path: str | Path, spec: TableSpec, derived: str) -> None
         raise SourceError(msg)
 
 
-def declared_column_types(path: str | Path, spec: TableSpec, version: int) -> dict[str, str]:
+def declared_column_types(path: Location, spec: TableSpec, version: int) -> dict[str, str]:
     """The Delta types of the source's declared physical columns at `version` (absent
     columns left out), from the Delta log alone."""
     schema = stored_schema(path, version) or StructType()
@@ -102,7 +102,7 @@ def check_columns(
             raise SourceError(msg)
 
 
-def overwrite_versions(path: str | Path, start: int, end: int) -> list[int]:
+def overwrite_versions(path: Location, start: int, end: int) -> list[int]:
     """The versions in `start..end` that rewrote the table (OVERWRITE, REPLACE), oldest
     first, from the commit infos in the Delta log (metadata-sized). Version 0 creates the
     table, whatever its mode, so it replaces nothing."""
@@ -116,7 +116,7 @@ def overwrite_versions(path: str | Path, start: int, end: int) -> list[int]:
 
 
 def overwrite_error(
-    spec: TableSpec, path: str | Path, versions: list[int], consumed_version: int, derived: str
+    spec: TableSpec, path: Location, versions: list[int], consumed_version: int, derived: str
 ) -> SourceError:
     """A source was rewritten after the checkpoint and the derived table does not refresh."""
     listed = ", ".join(map(str, versions))

@@ -366,7 +366,7 @@ def _refuse_other_clauses(select: exp.Select, where_: str) -> None:
     clauses = {"group": "GROUP BY", "having": "HAVING", "distinct": "SELECT DISTINCT",
                "order": "ORDER BY", "limit": "LIMIT", "qualify": "QUALIFY", "with_": "WITH"}
     found = [name for arg, name in clauses.items() if select.args.get(arg)]
-    if any(node is not select for node in select.find_all(exp.AggFunc, exp.Window)):
+    if select.find(exp.AggFunc, exp.Window) is not None:
         found.append("an aggregate or OVER window")
     if found:
         msg = (
