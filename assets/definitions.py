@@ -10,7 +10,7 @@ from pathlib import Path
 
 from dagster import Definitions, in_process_executor
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog
 from chronolake.dagster import chronolake_asset_checks, chronolake_assets
 from ops import JOBS, SCHEDULES, sensors
 from resources import LAKE_ROOT, RESOURCES

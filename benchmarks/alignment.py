@@ -37,11 +37,10 @@ import numpy as np
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog, RunResult
 from chronolake.lake import DeltaRsBackend
 from chronolake.lake.layout import output_path
 from chronolake.runtime.derived import DerivedTable
-from chronolake.runtime.result import RunResult
 from chronolake.spark_session import local_spark_session
 
 RESULTS = Path(__file__).resolve().parent / "results"

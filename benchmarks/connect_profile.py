@@ -23,7 +23,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql.connect.client.core import SparkConnectClient
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog
 from chronolake.connect_server import running_connect_server
 from chronolake.demo import build_demo_lake, feed_demo_lake
 from chronolake.runtime.derived import DerivedTable

@@ -58,8 +58,7 @@ import pyarrow.compute
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
-from chronolake import Catalog
-from chronolake.runtime.views import materialize_view
+from chronolake import Catalog, materialize_view
 from chronolake.spark_session import local_spark_session
 from chronolake.stack import BackendChoice
 

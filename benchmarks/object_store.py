@@ -35,9 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _moto_requests import BUCKET, KINDS, RequestLog, counted_moto_s3  # noqa: E402
 from incremental import backend_list  # noqa: E402
 
-from chronolake import Catalog  # noqa: E402
+from chronolake import Catalog, materialize_view  # noqa: E402
 from chronolake.demo import DEMO_START, ORDER_COMMITS, build_demo_lake, feed_demo_lake  # noqa: E402
-from chronolake.runtime.views import materialize_view  # noqa: E402
 from chronolake.spark_session import local_spark_session  # noqa: E402
 from chronolake.stack import BACKEND_ENV, BackendChoice  # noqa: E402
 

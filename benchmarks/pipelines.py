@@ -39,11 +39,10 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 from incremental import RESULTS, START_US, StageMeter, _ascending
 
-from chronolake import Catalog
+from chronolake import Catalog, materialize_view
 from chronolake.lake import upserts
 from chronolake.lake.layout import output_path
 from chronolake.lake.storage import Location
-from chronolake.runtime.views import materialize_view
 from chronolake.spark_session import local_spark_session
 
 HOUR_US = 3_600_000_000

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog
 from chronolake.schema import ViewSpec
 from chronolake.spark_session import local_spark_session
 from chronolake.sql.operator_plan import OperatorPlan, bind_plan

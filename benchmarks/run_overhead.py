@@ -43,7 +43,7 @@ import pyarrow as pa
 from dagster import AssetKey, DagsterInstance
 from deltalake import write_deltalake
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog
 from chronolake.connect_server import running_connect_server
 from chronolake.demo import CDF_ON, ORDERS_SCHEMA, RATES_SCHEMA
 

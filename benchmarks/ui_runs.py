@@ -40,7 +40,7 @@ from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus
 from dagster_graphql import DagsterGraphQLClient
 from deltalake import DeltaTable
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog
 from chronolake.connect_server import free_port, stop_process_group
 from chronolake.dagster_home import write_instance_settings
 from chronolake.demo import build_demo_lake, feed_demo_lake

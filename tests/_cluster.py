@@ -30,7 +30,7 @@ import pyspark
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from chronolake.catalog import Catalog
+    from chronolake import Catalog
 
 REPO = Path(__file__).resolve().parents[1]
 PLATFORM_SQL = REPO / "assets" / "platform.sql"
@@ -218,8 +218,8 @@ def derived_tables(catalog: Catalog) -> list[str]:
 
 def run_platform(catalog: Catalog) -> dict[str, dict[str, object]]:
     """One run of each derived table at `PROCESSING_TIME_MS`: its result as JSON values."""
+    from chronolake import materialize_view
     from chronolake.clock import ManualClock
-    from chronolake.runtime.views import materialize_view
 
     clock = ManualClock(PROCESSING_TIME_MS)
     return {
@@ -248,7 +248,7 @@ def main(lake: str) -> None:
     """The cluster's driver: the platform's runs, where tasks ran, where executors found
     chronolake; as one JSON line on stdout. For a lake in a bucket, chronolake's session
     brings S3A's jars (which the executors fetch from the driver) and settings."""
-    from chronolake.catalog import Catalog
+    from chronolake import Catalog
     from chronolake.spark_session import local_spark_session
 
     spark = local_spark_session("chronolake-cluster-test", lake=lake)

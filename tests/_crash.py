@@ -25,7 +25,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog
 from chronolake.demo import CDF_ON, DEMO_START, RATES_SCHEMA, append_orders, change_rate
 from chronolake.lake import DeltaRsBackend
 from chronolake.lake.storage import LocationLike, as_location
@@ -172,7 +172,7 @@ def start_run(
             """
     code = textwrap.dedent(
         """
-        from chronolake.catalog import Catalog
+        from chronolake import Catalog
         from chronolake.runtime.derived import DerivedTable
         """
     ) + textwrap.dedent(run) + "print(result.model_dump_json())\n"

@@ -32,13 +32,12 @@ from deltatables import write_commits
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from chronolake import Catalog, RunResult
 from chronolake.alignment import ALLOW_UNALIGNED_SOURCE_SPLITS
-from chronolake.catalog import Catalog
 from chronolake.errors import RunError
 from chronolake.lake.layout import output_path
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.faults import FaultPoint
-from chronolake.runtime.result import RunResult
 from chronolake.runtime.ticks import commit_chunks
 from chronolake.watermarks.progress import SplitTick
 

@@ -29,12 +29,11 @@ from deltatables import table_rows
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog, full_refresh
 from chronolake.demo import DEMO_START, ORDERS_SCHEMA, append_orders
-from chronolake.errors import SourceError
+from chronolake.errors import SourceError, SourceRewrittenError
 from chronolake.lake.layout import output_path
 from chronolake.runtime.derived import DerivedTable
-from chronolake.runtime.refresh import full_refresh
 from chronolake.runtime.result import RunStatus
 from chronolake.watermarks import REASON_COLUMN, LateReason
 
@@ -70,11 +69,12 @@ def _chronolake_files(lake: Path) -> set[str]:
 
 
 def _fails_and_changes_nothing(
-    spark: SparkSession, lake: Path, match: str, *, run: Callable[[Catalog], object] | None = None
+    spark: SparkSession, lake: Path, match: str, *, run: Callable[[Catalog], object] | None = None,
+    error: type[SourceError] = SourceError,
 ) -> None:
     before = _chronolake_files(lake)
     catalog = Catalog(lake, spark)
-    with pytest.raises(SourceError, match=match):
+    with pytest.raises(error, match=match):
         (run or (lambda c: DerivedTable(c, VIEW).run()))(catalog)
     assert _chronolake_files(lake) == before
 
@@ -195,7 +195,7 @@ def test_an_overwritten_source_stops_the_run_unless_full_refresh_is_allowed(
     write_deltalake(lake / "orders", rows, mode="overwrite")
     _fails_and_changes_nothing(
         spark, lake, r"table 'orders' \(.*\) was rewritten by OVERWRITE at version\(s\) 1, after "
-        r"version 0, .*run a full refresh of 'orders_enriched'",
+        r"version 0, .*run a full refresh of 'orders_enriched'", error=SourceRewrittenError,
     )
     refreshed = DerivedTable(
         Catalog(lake, spark), VIEW, on_source_overwrite="full-refresh"

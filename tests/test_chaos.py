@@ -64,7 +64,7 @@ from deltalake import DeltaTable
 from deltatables import unreferenced_files
 from pyspark.sql import SparkSession
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog, RunResult
 from chronolake.demo import DEMO_START, append_orders
 from chronolake.lake.in_place import MARKERS, WriteMarker
 from chronolake.lake.layout import late_path, lock_dir, output_path, state_path
@@ -76,7 +76,7 @@ from chronolake.runtime.checkpoint import RUN_PREFIX, CheckpointStore
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.faults import RUN_FAULT_POINTS, FaultPoint
 from chronolake.runtime.lock import run_lock
-from chronolake.runtime.result import RunResult, RunStatus
+from chronolake.runtime.result import RunStatus
 from chronolake.sql.view_kinds import is_derived
 
 SEED_ENV = "CHRONOLAKE_CHAOS_SEED"

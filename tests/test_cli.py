@@ -25,11 +25,10 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog, materialize_view
 from chronolake.cli import main
 from chronolake.demo import build_demo_lake
 from chronolake.lake.layout import LOGS_ROOT, last_error_path
-from chronolake.runtime.views import materialize_view
 from chronolake.spark_errors import spark_error_line
 from chronolake.sql.ddl import parse_view
 

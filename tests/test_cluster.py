@@ -32,7 +32,7 @@ from _s3 import BUCKET
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog
 from chronolake.demo import build_demo_lake
 from chronolake.lake.layout import late_path, output_path, state_path
 from chronolake.lake.storage import Storage

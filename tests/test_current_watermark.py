@@ -14,7 +14,7 @@ import pytest
 from deltatables import write_commits
 from pyspark.sql import SparkSession
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog
 from chronolake.errors import DefinitionError
 from chronolake.lake import DeltaRsBackend
 from chronolake.lake.layout import LATE_ROOT, output_path

@@ -25,7 +25,7 @@ from dagster import (
 )
 from pyspark.sql import SparkSession
 
-from chronolake import Catalog
+from chronolake import Catalog, RunResult
 from chronolake.dagster import (
     LakeResource,
     chronolake_asset_checks,
@@ -37,7 +37,7 @@ from chronolake.dagster.metadata import run_metadata
 from chronolake.demo import build_demo_lake
 from chronolake.errors import RunError
 from chronolake.lake.storage import as_location
-from chronolake.runtime.result import RunResult, RunStatus, TickReport
+from chronolake.runtime.result import RunStatus, TickReport
 from chronolake.watermarks.watermark import LONG_MIN
 from ops import JOBS, sensors
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog
 from chronolake.errors import DefinitionError
 from chronolake.lake.layout import CATALOG_ROOT
 from chronolake.schema.type_compat import mismatch

@@ -22,9 +22,15 @@ from deltalake import DeltaTable
 from deltatables import table_rows, write_commits
 from pyspark.sql import SparkSession
 
-from chronolake import Catalog
+from chronolake import Catalog, materialize_view
 from chronolake.catalog import Dropped
-from chronolake.errors import DefinitionError, RunError
+from chronolake.errors import (
+    DefinitionError,
+    NameTakenError,
+    RunError,
+    RunLockedError,
+    UnknownNameError,
+)
 from chronolake.lake import table_row_count
 from chronolake.lake.layout import (
     CATALOG_ROOT,
@@ -37,7 +43,6 @@ from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.faults import FAULT_ENV, FaultPoint
 from chronolake.runtime.lock import lease_name, run_lock
 from chronolake.runtime.result import RunStatus
-from chronolake.runtime.views import materialize_view
 from chronolake.schema import ViewSpec
 from chronolake.sql.ddl import DropStatement, parse_statements
 
@@ -151,7 +156,7 @@ def test_a_table_that_views_read_cannot_be_dropped_and_the_script_changes_nothin
 def test_drop_checks_the_name_and_its_kind(tmp_path: Path) -> None:
     catalog = Catalog(tmp_path)
     catalog.declare(DDL)
-    with pytest.raises(DefinitionError) as error:
+    with pytest.raises(UnknownNameError) as error:
         catalog.declare("DROP VIEW enriched_orders")
     assert str(error.value) == (
         "cannot drop view 'enriched_orders': no such view is registered; did you mean "
@@ -188,14 +193,14 @@ def test_a_drop_in_a_script_frees_the_name_for_what_follows() -> None:
     )
     assert statements[0] == DropStatement(kind="table", name="orders")
     assert isinstance(statements[1], ViewSpec)
-    with pytest.raises(DefinitionError, match="view 'v' reads unknown table 'orders'"):
+    with pytest.raises(UnknownNameError, match="view 'v' reads unknown table 'orders'"):
         parse_statements("DROP TABLE orders; CREATE VIEW v AS SELECT * FROM orders",
                          catalog={"orders": table})
 
 
 @pytest.mark.slow
 def test_a_view_is_not_dropped_while_it_runs(lake: Catalog) -> None:
-    refused = pytest.raises(RunError, match=r"cannot drop view 'enriched' now: a run of "
+    refused = pytest.raises(RunLockedError, match=r"cannot drop view 'enriched' now: a run of "
                                             r"'enriched' is in progress; nothing was changed")
     with run_lock(lock_dir(lake.root), "enriched"), refused:  # the lock is what a run holds
         lake.drop("enriched")
@@ -260,14 +265,14 @@ def test_a_name_that_is_not_a_plain_path_component_is_refused(tmp_path: Path) ->
 def test_create_of_a_taken_name_is_refused_unless_it_says_if_not_exists_or_or_replace(
     lake: Catalog,
 ) -> None:
-    with pytest.raises(DefinitionError) as error:
+    with pytest.raises(NameTakenError) as error:
         lake.execute(ENRICHED_WITHOUT_USD)
     assert str(error.value) == (
         "view 'enriched' already exists with a different definition; use CREATE OR REPLACE "
         "VIEW (replace=True in Python), which resets its output and state, or DROP VIEW "
         "enriched first"
     )
-    with pytest.raises(DefinitionError, match=r"^'orders' is already a table; drop it first "
+    with pytest.raises(NameTakenError, match=r"^'orders' is already a table; drop it first "
                                                r"\(DROP TABLE orders\)$"):
         lake.execute("CREATE VIEW orders AS SELECT currency FROM rates")
     with pytest.raises(DefinitionError, match=r"table 'rates' already exists with a different "

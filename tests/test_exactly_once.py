@@ -37,8 +37,8 @@ from _crash import (
 )
 from pyspark.sql import DataFrame, SparkSession
 
-from chronolake.catalog import Catalog
-from chronolake.errors import RunError
+from chronolake import Catalog, RunResult
+from chronolake.errors import RunError, RunLockedError
 from chronolake.lake import DeltaRsBackend, backend_for
 from chronolake.lake.layout import lock_dir, output_path
 from chronolake.lake.scratch import Writer
@@ -46,7 +46,7 @@ from chronolake.runtime.checkpoint import Checkpoint
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.faults import RUN_FAULT_POINTS, FaultPoint
 from chronolake.runtime.lock import LEASE_TTL_S, RENEW_EVERY_S, Lease, lease_name, run_lock
-from chronolake.runtime.result import RunResult, RunStatus
+from chronolake.runtime.result import RunStatus
 
 VIEW = "orders_enriched"
 # Before this point a killed run has written nothing a reader sees.
@@ -216,7 +216,7 @@ def test_two_runs_started_together_one_commits_the_other_fails_and_changes_nothi
     try:
         _wait_for_holder((lock_dir(lake) / lease_name(VIEW)).path, first.pid, first)
         with pytest.raises(
-            RunError, match=rf"another run of 'orders_enriched' is in progress \(pid "
+            RunLockedError, match=rf"another run of 'orders_enriched' is in progress \(pid "
             rf"{first.pid} on .*\); .*this run read and changed nothing"
         ):
             _run(spark, lake)

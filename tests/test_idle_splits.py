@@ -21,7 +21,7 @@ from deltatables import write_commits
 from pydantic import ValidationError
 from pyspark.sql import SparkSession
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog
 from chronolake.clock import ManualClock
 from chronolake.errors import DefinitionError
 from chronolake.lake import ARRIVAL_ORDER, backend_for

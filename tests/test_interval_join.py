@@ -15,13 +15,12 @@ import pytest
 from deltatables import write_commits
 from pyspark.sql import SparkSession
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog, RunResult
 from chronolake.errors import DefinitionError
 from chronolake.lake import DeltaRsBackend
 from chronolake.lake.layout import LATE_ROOT, output_path
 from chronolake.lake.stamps import latest_recorded_watermark
 from chronolake.runtime.derived import DerivedTable
-from chronolake.runtime.result import RunResult
 from chronolake.schema import ViewKind
 from chronolake.sql.ddl import parse_statements
 from chronolake.sql.interval import plan_interval_join

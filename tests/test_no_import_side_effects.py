@@ -3,6 +3,7 @@ Spark needs (the Python its workers run) then."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -61,3 +62,34 @@ def test_the_runtime_package_exports_its_public_names() -> None:
     assert runtime.DerivedTable is DerivedTable
     with pytest.raises(AttributeError, match="no attribute 'Missing'"):
         _ = runtime.Missing
+
+
+def test_import_chronolake_gives_a_notebook_user_its_faces_without_starting_spark() -> None:
+    """`Catalog`, `materialize_view`, `full_refresh`, `RunResult`, the typed errors and the
+    installed version, from the package itself; none of them starts a JVM."""
+    shown = _python(
+        "import importlib.metadata, chronolake\n"
+        "from pyspark import SparkContext\n"
+        "faces = {name: getattr(chronolake, name) for name in chronolake.__all__}\n"
+        "print(sorted(faces))\n"
+        "print(chronolake.__version__ == importlib.metadata.version('chronolake'))\n"
+        "print(SparkContext._active_spark_context is None)\n"
+        "print(sorted(name for name, face in faces.items() if isinstance(face, type)\n"
+        "             and issubclass(face, chronolake.ChronolakeError)))\n"
+    )
+    names, same_version, no_spark, errors = shown.splitlines()
+    assert {"Catalog", "materialize_view", "full_refresh", "RunResult", "__version__"} <= set(
+        ast.literal_eval(names))
+    assert same_version == "True" and no_spark == "True"
+    assert ast.literal_eval(errors) == [
+        "ChronolakeError", "DefinitionError", "NameTakenError", "RunError", "RunLockedError",
+        "SourceError", "SourceRewrittenError", "UnknownNameError"]
+
+
+def test_an_unknown_name_is_a_definition_error_of_its_own_kind(tmp_path: Path) -> None:
+    from chronolake import Catalog, DefinitionError, UnknownNameError
+
+    with pytest.raises(UnknownNameError) as error:
+        Catalog(tmp_path).spec("nowhere")
+    assert isinstance(error.value, DefinitionError)
+    assert str(error.value) == "unknown table or view 'nowhere'; registered: none"

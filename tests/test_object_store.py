@@ -32,7 +32,7 @@ from deltatables import table_rows
 from pyarrow.fs import FileSystem
 from pyspark.sql import SparkSession
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog
 from chronolake.cli import main as cli
 from chronolake.dagster import (
     LakeResource,

@@ -4,8 +4,9 @@ with an undeclared or negative figure is refused."""
 import pytest
 from pydantic import ValidationError
 
+from chronolake import RunResult
 from chronolake.runtime.figures import LEVEL_FIGURES, RunFigures
-from chronolake.runtime.result import RunResult, RunStatus
+from chronolake.runtime.result import RunStatus
 
 
 def _result(figures: dict[str, int]) -> RunResult:

@@ -18,13 +18,11 @@ import pytest
 from deltatables import write_commits
 from pyspark.sql import SparkSession
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog, RunResult, materialize_view
 from chronolake.clock import ManualClock
 from chronolake.errors import DefinitionError
 from chronolake.lake import DeltaRsBackend
 from chronolake.lake.layout import LATE_ROOT, output_path
-from chronolake.runtime.result import RunResult
-from chronolake.runtime.views import materialize_view
 from chronolake.sql.ddl import parse_statements
 from chronolake.sql.window import plan_window_aggregate
 from chronolake.watermarks import REASON_COLUMN, WATERMARK_COLUMN

@@ -23,7 +23,7 @@ from deltatables import table_rows
 from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 from pyspark.sql import SparkSession
 
-from chronolake import Catalog
+from chronolake import Catalog, materialize_view
 from chronolake.connect_server import (
     TOKEN_ENV,
     running_connect_server,
@@ -33,7 +33,6 @@ from chronolake.connect_server import (
 from chronolake.dagster_home import write_instance_settings
 from chronolake.demo import build_demo_lake, feed_demo_lake
 from chronolake.lake.layout import output_path
-from chronolake.runtime.views import materialize_view
 
 ROOT = Path(__file__).resolve().parent.parent
 VIEWS = ("latest_rates", "orders_enriched")

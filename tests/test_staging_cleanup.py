@@ -31,7 +31,7 @@ from _crash import (
 from deltatables import unreferenced_files
 from pyspark.sql import SparkSession
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog
 from chronolake.errors import SourceError
 from chronolake.lake import DeltaRsBackend, backend_for
 from chronolake.lake.in_place import MARKERS

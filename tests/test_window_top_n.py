@@ -20,12 +20,11 @@ import pytest
 from deltatables import update_rows, write_commits
 from pyspark.sql import SparkSession
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog, materialize_view
 from chronolake.errors import DefinitionError
 from chronolake.lake import DeltaRsBackend
 from chronolake.lake.layout import LATE_ROOT, output_path
 from chronolake.runtime.derived import DerivedTable
-from chronolake.runtime.views import materialize_view
 from chronolake.sql.ddl import parse_statements
 from chronolake.sql.view_kinds import is_derived
 from chronolake.sql.window_rank import plan_window_rank

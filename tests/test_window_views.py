@@ -18,15 +18,14 @@ from _crash import SIGKILL_RETURNCODE, run_in_subprocess, same_rows
 from deltatables import update_rows, write_commits
 from pyspark.sql import SparkSession
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog, RunResult, materialize_view
 from chronolake.clock import ManualClock
 from chronolake.errors import DefinitionError
 from chronolake.lake import DeltaRsBackend
 from chronolake.lake.layout import LATE_ROOT, output_path
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.faults import FaultPoint
-from chronolake.runtime.result import RunResult, RunStatus
-from chronolake.runtime.views import materialize_view
+from chronolake.runtime.result import RunStatus
 from chronolake.sql.ddl import parse_statements
 from chronolake.sql.view_kinds import is_derived
 from chronolake.sql.window import WindowItem, is_window_aggregate, plan_window_aggregate

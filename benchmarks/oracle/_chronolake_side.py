@@ -17,7 +17,7 @@ from _cases import CONDITION, Changelog, Event, Lake, Probe, at, changelog_rows
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog
 from chronolake.lake.layout import output_path
 from chronolake.runtime.derived import DerivedTable
 

@@ -19,7 +19,7 @@ from _time_cases import Arrival, Lake
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
-from chronolake.catalog import Catalog
+from chronolake import Catalog
 from chronolake.lake.layout import late_path, output_path
 from chronolake.lake.storage import LocationLike
 from chronolake.runtime.derived import DerivedTable

@@ -7,9 +7,20 @@ Dagster asset.
 
 from __future__ import annotations
 
+from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-from chronolake.errors import ChronolakeError, DefinitionError, RunError, SourceError
+from chronolake.errors import (
+    ChronolakeError,
+    DefinitionError,
+    NameTakenError,
+    RunError,
+    RunLockedError,
+    SourceError,
+    SourceRewrittenError,
+    UnknownNameError,
+)
 from chronolake.schema import (
     ComputedColumn,
     DeltaOptions,
@@ -23,14 +34,28 @@ from chronolake.schema import (
 
 if TYPE_CHECKING:
     from chronolake.catalog import Catalog
+    from chronolake.runtime.refresh import full_refresh
+    from chronolake.runtime.result import RunResult
+    from chronolake.runtime.views import materialize_view
+
+try:
+    __version__ = version("chronolake")
+except PackageNotFoundError:  # a source tree on the path, not installed
+    __version__ = "0+unknown"
+
+_LAZY = {
+    "Catalog": "chronolake.catalog",
+    "RunResult": "chronolake.runtime.result",
+    "full_refresh": "chronolake.runtime.refresh",
+    "materialize_view": "chronolake.runtime.views",
+}
+"""What loads on first use, by the module that owns it: the Spark-backed parts, so that specs
+and errors load without starting Spark."""
 
 
 def __getattr__(name: str) -> Any:
-    """Import the Spark-backed `Catalog` on first use, so specs and errors load without Spark."""
-    if name == "Catalog":
-        from chronolake.catalog import Catalog
-
-        return Catalog
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'chronolake' has no attribute {name!r}")
 
 
@@ -41,11 +66,19 @@ __all__ = [
     "DefinitionError",
     "DeltaOptions",
     "MetadataColumn",
+    "NameTakenError",
     "PhysicalColumn",
     "RunError",
+    "RunLockedError",
+    "RunResult",
     "SourceError",
+    "SourceRewrittenError",
     "TableKind",
     "TableSpec",
+    "UnknownNameError",
     "ViewSpec",
     "WatermarkSpec",
+    "__version__",
+    "full_refresh",
+    "materialize_view",
 ]

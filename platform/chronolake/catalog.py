@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
 from chronolake.dialect import spark_sql
-from chronolake.errors import ChronolakeError, DefinitionError, SourceError
+from chronolake.errors import ChronolakeError, DefinitionError, SourceError, UnknownNameError
 from chronolake.joins.temporal import (
     join_query,
     latest_versions,
@@ -405,7 +405,7 @@ class Catalog:
         specs = self.specs()
         for name in referenced_tables(query):
             if name.lower() not in specs:
-                raise DefinitionError(
+                raise UnknownNameError(
                     f"query references unknown table {name!r}; registered: "
                     f"{', '.join(sorted(specs)) or 'none'} (declare it with CREATE TABLE first)"
                 )
@@ -561,7 +561,7 @@ class Catalog:
         stored = self._entries.read_text(_entry_name(name))
         if stored is None:
             known = ", ".join(self.names()) or "none"
-            raise DefinitionError(f"unknown table or view {name!r}; registered: {known}")
+            raise UnknownNameError(f"unknown table or view {name!r}; registered: {known}")
         return _load(self._entries, name.lower(), stored)
 
     def specs(self) -> dict[str, Spec]:

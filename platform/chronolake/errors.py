@@ -21,3 +21,20 @@ class SourceError(ChronolakeError):
 
 class RunError(ChronolakeError):
     """A run must stop (concurrent run, bad input, schema change)."""
+
+
+class UnknownNameError(DefinitionError):
+    """A name that no table or view in the catalog has: a query's, a view's or a DROP's."""
+
+
+class NameTakenError(DefinitionError):
+    """A CREATE of a name registered with another definition, or as another kind."""
+
+
+class SourceRewrittenError(SourceError):
+    """A source rewritten (OVERWRITE, REPLACE) since a derived table's checkpoint, which a
+    run cannot apply as changes."""
+
+
+class RunLockedError(RunError):
+    """Another run of the same derived table holds its lock."""

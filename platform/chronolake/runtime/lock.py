@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from uuid import uuid4
 
-from chronolake.errors import RunError
+from chronolake.errors import RunLockedError
 from chronolake.lake.scratch import Writer
 from chronolake.lake.storage import STORAGE_ERRORS, LocationLike, Storage
 
@@ -106,9 +106,9 @@ def _take(locks: Storage, key: str, name: str) -> Lease:
     raise _busy(name, locks.path_of(key), _read(locks, key))
 
 
-def _busy(name: str, where: object, held: Lease | None) -> RunError:
+def _busy(name: str, where: object, held: Lease | None) -> RunLockedError:
     pid, host = (held.holder.pid, held.holder.host) if held else ("?", "?")
-    return RunError(
+    return RunLockedError(
         f"another run of {name!r} is in progress (pid {pid} on {host}, holding {where}); "
         "expected no concurrent run of the same derived table; this run read and changed "
         "nothing: wait for the other run to finish, then run again"

@@ -13,7 +13,7 @@ from contextlib import ExitStack, contextmanager
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from chronolake.errors import RunError
+from chronolake.errors import RunLockedError
 from chronolake.lake.layout import lock_dir, view_data_keys
 from chronolake.lake.storage import LocationLike, Storage
 from chronolake.lake.tables import readable_row_count
@@ -52,12 +52,12 @@ def removal_lock(root: LocationLike, name: str, action: str) -> Iterator[None]:
     with ExitStack() as stack:
         try:
             stack.enter_context(run_lock(lock_dir(root), name.lower()))
-        except RunError:
+        except RunLockedError:
             msg = (
                 f"cannot {action} now: a run of {name!r} is in progress; nothing was changed: "
                 "wait for the run to finish, then try again"
             )
-            raise RunError(msg) from None
+            raise RunLockedError(msg) from None
         yield
 
 

@@ -22,7 +22,7 @@ from typing import cast
 
 from pyspark.sql.types import StructType
 
-from chronolake.errors import SourceError
+from chronolake.errors import SourceError, SourceRewrittenError
 from chronolake.lake.storage import Location
 from chronolake.lake.tables import is_table, latest_commits, stored_schema, table_version
 from chronolake.schema import PhysicalColumn, TableSpec
@@ -117,7 +117,7 @@ def overwrite_versions(path: Location, start: int, end: int) -> list[int]:
 
 def overwrite_error(
     spec: TableSpec, path: Location, versions: list[int], consumed_version: int, derived: str
-) -> SourceError:
+) -> SourceRewrittenError:
     """A source was rewritten after the checkpoint and the derived table does not refresh."""
     listed = ", ".join(map(str, versions))
     msg = (
@@ -129,7 +129,7 @@ def overwrite_error(
         f"{derived} --full-refresh`), or let runs refresh by themselves with "
         "on_source_overwrite='full-refresh'"
     )
-    return SourceError(msg)
+    return SourceRewrittenError(msg)
 
 
 def _version(entry: dict[str, object]) -> int:

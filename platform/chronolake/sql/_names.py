@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from sqlglot import exp
 
-from chronolake.errors import DefinitionError
+from chronolake.errors import UnknownNameError
 
 SpecT = TypeVar("SpecT")
 
@@ -29,4 +29,4 @@ def lookup(catalog: Mapping[str, SpecT], name: str, *, reader: str) -> SpecT:
         f"{reader} reads unknown table {name!r}; declare it first (CREATE TABLE {name} ...) "
         f"or pass it in catalog=; known: {known}"
     )
-    raise DefinitionError(msg)
+    raise UnknownNameError(msg)

@@ -16,7 +16,7 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
-from chronolake.errors import DefinitionError
+from chronolake.errors import DefinitionError, NameTakenError, UnknownNameError
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.sql.query import referenced_tables
 
@@ -71,7 +71,7 @@ def readers_error(name: str, kind: Kind, readers: list[str], *, replacing: bool 
     return DefinitionError(msg)
 
 
-def unknown_error(name: str, kind: Kind | None, known: Iterable[str]) -> DefinitionError:
+def unknown_error(name: str, kind: Kind | None, known: Iterable[str]) -> UnknownNameError:
     """DROP of a name nothing is registered under, with the closest registered name."""
     names = sorted(set(known))
     what = kind or "table or view"
@@ -82,7 +82,7 @@ def unknown_error(name: str, kind: Kind | None, known: Iterable[str]) -> Definit
         f"cannot drop {what} {name!r}: no such {what} is registered; {hint} "
         f"(DROP {keyword} IF EXISTS {name} does nothing when it is absent)"
     )
-    return DefinitionError(msg)
+    return UnknownNameError(msg)
 
 
 def wrong_kind_error(name: str, actual: Kind, statement: str) -> DefinitionError:
@@ -94,13 +94,13 @@ def wrong_kind_error(name: str, actual: Kind, statement: str) -> DefinitionError
     return DefinitionError(msg)
 
 
-def taken_error(name: str, existing: Kind | None, kind: Kind) -> DefinitionError:
+def taken_error(name: str, existing: Kind | None, kind: Kind) -> NameTakenError:
     """CREATE of a name registered with another definition (`existing` None: a registration
     that no longer loads)."""
     keyword = kind.upper()
     if existing is not None and existing != kind:
         msg = f"{name!r} is already a {existing}; drop it first (DROP {existing.upper()} {name})"
-        return DefinitionError(msg)
+        return NameTakenError(msg)
     what = (f"{kind} {name!r} already exists with a different definition" if existing else
             f"{name!r} is registered, but its registration no longer loads")
     resets = ", which resets its output and state," if kind == "view" else ""
@@ -108,4 +108,4 @@ def taken_error(name: str, existing: Kind | None, kind: Kind) -> DefinitionError
         f"{what}; use CREATE OR REPLACE {keyword} (replace=True in Python){resets} or "
         f"DROP {keyword} {name} first"
     )
-    return DefinitionError(msg)
+    return NameTakenError(msg)

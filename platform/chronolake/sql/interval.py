@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
 
 from chronolake.dialect import canonical_sql, spark_sql
-from chronolake.errors import DefinitionError
+from chronolake.errors import DefinitionError, UnknownNameError
 from chronolake.joins.kind import JoinKind
 from chronolake.schema import StartupMode, TableSpec, ViewSpec
 from chronolake.schema.options import ChangelogMode
@@ -398,7 +398,7 @@ def _spec(specs: Mapping[str, Spec], table: exp.Table, where_: str) -> Spec:
     spec = specs.get(name.lower())
     if spec is None:
         msg = f"{where_}: unknown table {name!r} (declare it with CREATE TABLE first)"
-        raise DefinitionError(msg)
+        raise UnknownNameError(msg)
     return spec
 
 

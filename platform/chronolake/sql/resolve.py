@@ -25,7 +25,7 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
 
 from chronolake.dialect import Flink, TableArgument, expression_type
-from chronolake.errors import DefinitionError
+from chronolake.errors import DefinitionError, UnknownNameError
 from chronolake.schema.spec import (
     ComputedColumn,
     MetadataColumn,
@@ -136,7 +136,7 @@ class _Query:
             if name in ctes or name in self.resolver.specs:
                 continue
             known = sorted(spec.name for spec in self.resolver.specs.values())
-            raise DefinitionError(
+            raise UnknownNameError(
                 f"view {self.view!r} reads unknown table {self._shown(name)!r}; declare it first "
                 f"(CREATE TABLE {self._shown(name)} ...) or fix the name: "
                 f"{_hint(self._shown(name), known)}"
