@@ -54,7 +54,7 @@ def test_runs_killed_on_a_bucket_leave_every_table_as_in_a_fault_free_lake(
         ROUNDS_ENV: os.environ.get(ROUNDS_ENV, "1"),
     }
     chaos = subprocess.run(
-        [sys.executable, "-m", "pytest", CHAOS_TEST, "-q", "-s", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", CHAOS_TEST, "--slow", "-q", "-s", "-p", "no:cacheprovider",
          f"--basetemp={tmp_path / 'chaos'}"],
         cwd=REPO, env=environment, capture_output=True, text=True, timeout=TIMEOUT_S,
         check=False,
