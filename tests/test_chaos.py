@@ -94,7 +94,8 @@ CATCH_UP_RATE = 1 / 3
 RUN_LIMIT = 4
 """Fault-free runs that bring a table up to date: a killed run's redo, then the rest."""
 _POLL_S = 0.05
-_REFUSED = "chronolake.errors.RunError: "
+_REFUSED = ("chronolake.errors.RunError: ", "chronolake.errors.RunLockedError: ")
+"""How a refused run's traceback ends: overtaken at its commit, or the lock held by another."""
 _WHEN_READ = frozenset(
     {"proc_time", "source_commit_timestamp", "source_commit_version", "source_position",
      "_watermark"}
@@ -145,7 +146,7 @@ class Outcome:
 
     @property
     def refusal(self) -> str | None:
-        """The `RunError` the run stopped with, if it did."""
+        """The `RunError` (or `RunLockedError`) the run stopped with, if it did."""
         lines = self.process.stderr.splitlines()
         return next((line for line in reversed(lines) if line.startswith(_REFUSED)), None)
 

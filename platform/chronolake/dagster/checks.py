@@ -24,7 +24,6 @@ from dagster import (
     AssetCheckSpec,
     AssetKey,
     DagsterInstance,
-    TimestampMetadataValue,
     asset_check,
 )
 from dagster_pyspark import PySparkResource
@@ -179,8 +178,9 @@ def _previous_watermark(instance: DagsterInstance, key: AssetKey) -> float | Non
     if event is None or event.asset_materialization is None:
         return None
     value = event.asset_materialization.metadata.get("chronolake/watermark")
-    # None before a watermark; `run_metadata` records it as a timestamp
-    return float(value.value) if isinstance(value, TimestampMetadataValue) else None
+    # None before a watermark; `run_metadata` records a timestamp, a number reads the same
+    seconds = getattr(value, "value", None)
+    return float(seconds) if isinstance(seconds, int | float) else None
 
 
 def _oldest_pending_age(catalog: Catalog, name: str) -> float:
