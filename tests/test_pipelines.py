@@ -68,6 +68,13 @@ def _commit_info(path: LocationLike, version: int) -> dict:
     return next(entry["commitInfo"] for entry in entries if "commitInfo" in entry)
 
 
+def _stamp(path: LocationLike, version: int) -> dict:
+    """The chronolake entries a commit recorded: in its commitInfo itself (delta-rs), or in
+    its userMetadata (Delta's JVM writer)."""
+    info = _commit_info(path, version)
+    return info if WATERMARK_KEY in info else json.loads(info["userMetadata"])
+
+
 @pytest.mark.lake_contract
 def test_probe_updates_and_deletes_flow_into_the_output_changelog(lake: Catalog) -> None:
     root = lake.root
@@ -116,11 +123,11 @@ def test_each_commit_records_the_output_watermark(lake: Catalog) -> None:
     write_commits(lake.root / "rates", [[rate_row("EUR", 3, 30)]])
     write_commits(lake.root / "orders", [[order_row(3, 30, 40)]])
     result = DerivedTable(lake, "enriched").run()
-    info = _commit_info(output_path(lake.root, "enriched"), result.output_version)
+    stamp = _stamp(output_path(lake.root, "enriched"), result.output_version)
     # the join's output watermark is the minimum of its inputs' (orders 40 min, rates 30 min)
     expected = int(at(30).replace(tzinfo=None).timestamp() * 1000)
-    assert result.watermark_ms == int(info[WATERMARK_MILLIS_KEY])
-    assert info[WATERMARK_KEY] == "2026-11-02T09:30:00.000Z"
+    assert result.watermark_ms == int(stamp[WATERMARK_MILLIS_KEY])
+    assert stamp[WATERMARK_KEY] == "2026-11-02T09:30:00.000Z"
     assert abs(result.watermark_ms - expected) < 24 * 3600 * 1000
 
 
@@ -598,7 +605,7 @@ def test_a_keep_last_deduplication_emits_updates_and_keep_first_only_inserts(
     assert (spec.primary_key, spec.rowtime, spec.updating) == (("currency",), "currency_time",
                                                                True)
     # the output watermark is the input's (the log's 40 min), recorded in the commit
-    assert _commit_info(out, last.output_version)[WATERMARK_KEY] == "2026-11-02T09:40:00.000Z"
+    assert _stamp(out, last.output_version)[WATERMARK_KEY] == "2026-11-02T09:40:00.000Z"
 
     first = DerivedTable(catalog, "first_rates").run()
     assert (first.figures["inserts_out"], first.figures["rows_out"]) == (1, 1)  # GBP only
