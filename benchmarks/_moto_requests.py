@@ -4,7 +4,7 @@ moto's server (`python -m moto.server`) logs every request it answers through we
 line each on stderr: `127.0.0.1 - - [date] "GET /lake/x?list-type=2&prefix=y HTTP/1.1" 200 -`.
 `counted_moto_s3` starts it with stderr to a file, creates `BUCKET`, sets the environment a
 user sets for an S3-compatible store (which obstore and delta-rs read, and which
-`chronolake.stack` turns into S3A's settings for Spark); `RequestLog.take()` counts the lines
+`chronolake.spark.stack` turns into S3A's settings for Spark); `RequestLog.take()` counts the lines
 written since the last call.
 """
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs
 
-from chronolake.spark_session import environment_set
+from chronolake.spark.session import environment_set
 
 BUCKET = "lake"
 KINDS = ("GET", "LIST", "PUT", "HEAD", "DELETE", "POST")

@@ -41,7 +41,7 @@ from chronolake import Catalog, RunResult
 from chronolake.lake import DeltaRsBackend
 from chronolake.lake.layout import output_path
 from chronolake.runtime.derived import DerivedTable
-from chronolake.spark_session import local_spark_session
+from chronolake.spark.session import local_spark_session
 
 RESULTS = Path(__file__).resolve().parent / "results"
 T0_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z

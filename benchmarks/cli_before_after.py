@@ -23,7 +23,7 @@ from pathlib import Path
 
 from run_overhead import ROOT, _tiny_lake
 
-RUN = "import sys; from chronolake.cli import main; sys.argv[0] = 'chronolake'; main()"
+RUN = "import sys; from chronolake.cli.app import main; sys.argv[0] = 'chronolake'; main()"
 
 
 def _run_seconds(code: Path, lake: Path) -> float:

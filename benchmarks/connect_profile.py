@@ -24,9 +24,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.connect.client.core import SparkConnectClient
 
 from chronolake import Catalog
-from chronolake.connect_server import running_connect_server
-from chronolake.demo import build_demo_lake, feed_demo_lake
+from chronolake.demo.lake import build_demo_lake, feed_demo_lake
 from chronolake.runtime.derived import DerivedTable
+from chronolake.spark.connect_server import running_connect_server
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUESTS = ("_analyze", "_execute_and_fetch", "config")

@@ -59,8 +59,8 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog, materialize_view
-from chronolake.spark_session import local_spark_session
-from chronolake.stack import BackendChoice
+from chronolake.spark.session import local_spark_session
+from chronolake.spark.stack import BackendChoice
 
 RESULTS = Path(__file__).resolve().parent / "results"
 START_US = 1_704_067_200_000_000  # 2024-01-01T00:00:00

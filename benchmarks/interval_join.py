@@ -40,7 +40,7 @@ from temporal_join import PAIR_MODULUS, RESULTS, WARMUP_ROWS, Checksum, _cpu_sec
 from chronolake import Catalog  # noqa: E402
 from chronolake.lake.layout import output_path  # noqa: E402
 from chronolake.runtime.derived import DerivedTable  # noqa: E402
-from chronolake.spark_session import local_spark_session  # noqa: E402
+from chronolake.spark.session import local_spark_session  # noqa: E402
 
 CHRONOLAKE = "chronolake"
 SPARK = "spark range join"

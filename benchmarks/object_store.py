@@ -36,9 +36,9 @@ from _moto_requests import BUCKET, KINDS, RequestLog, counted_moto_s3  # noqa: E
 from incremental import backend_list  # noqa: E402
 
 from chronolake import Catalog, materialize_view  # noqa: E402
-from chronolake.demo import DEMO_START, ORDER_COMMITS, build_demo_lake, feed_demo_lake  # noqa: E402
-from chronolake.spark_session import local_spark_session  # noqa: E402
-from chronolake.stack import BACKEND_ENV, BackendChoice  # noqa: E402
+from chronolake.demo.lake import DEMO_START, ORDER_COMMITS, build_demo_lake, feed_demo_lake  # noqa: E402
+from chronolake.spark.session import local_spark_session  # noqa: E402
+from chronolake.spark.stack import BACKEND_ENV, BackendChoice  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -42,8 +42,8 @@ from incremental import RESULTS, START_US, StageMeter, _ascending
 from chronolake import Catalog, materialize_view
 from chronolake.lake import upserts
 from chronolake.lake.layout import output_path
-from chronolake.lake.storage import Location
-from chronolake.spark_session import local_spark_session
+from chronolake.location import Location
+from chronolake.spark.session import local_spark_session
 
 HOUR_US = 3_600_000_000
 DDL = """

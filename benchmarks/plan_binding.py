@@ -25,7 +25,7 @@ from pathlib import Path
 
 from chronolake import Catalog
 from chronolake.schema import ViewSpec
-from chronolake.spark_session import local_spark_session
+from chronolake.spark.session import local_spark_session
 from chronolake.sql.operator_plan import OperatorPlan, bind_plan
 from chronolake.sql.view_kinds import is_derived
 

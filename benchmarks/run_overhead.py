@@ -14,7 +14,7 @@ DDL, then times in fresh processes (median of `--repeat`):
   resource and counts one row (`_dagster_floor.py`), on the same kind of instance: what
   Dagster and Spark cost any run, so that `dagster - floor` is what chronolake adds;
 - dagster on Spark Connect: the same Dagster run with `CHRONOLAKE_SPARK_REMOTE` pointing at a
-  local Spark Connect server (`chronolake.connect_server`) started once beforehand: the
+  local Spark Connect server (`chronolake.spark.connect_server`) started once beforehand: the
   run's process starts no JVM. The first run on the fresh server is reported apart (the
   server's JVM is cold then), the median is over `--repeat` runs after it.
 
@@ -44,12 +44,12 @@ from dagster import AssetKey, DagsterInstance
 from deltalake import write_deltalake
 
 from chronolake import Catalog
-from chronolake.connect_server import running_connect_server
-from chronolake.demo import CDF_ON, ORDERS_SCHEMA, RATES_SCHEMA
+from chronolake.demo.lake import CDF_ON, ORDERS_SCHEMA, RATES_SCHEMA
+from chronolake.spark.connect_server import running_connect_server
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = (
-    "from chronolake.spark_session import local_spark_session; "
+    "from chronolake.spark.session import local_spark_session; "
     "local_spark_session().range(1).count()"
 )
 VIEW = "orders_enriched"

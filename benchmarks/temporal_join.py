@@ -42,8 +42,8 @@ from incremental import backend_list, session_backend  # noqa: E402
 
 from chronolake.joins import AsOfTuning, join_valid_versions  # noqa: E402
 from chronolake.lake import backend_for  # noqa: E402
-from chronolake.spark_session import local_spark_session  # noqa: E402
-from chronolake.stack import BackendChoice  # noqa: E402
+from chronolake.spark.session import local_spark_session  # noqa: E402
+from chronolake.spark.stack import BackendChoice  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BASELINE = "spark window (tempo)"

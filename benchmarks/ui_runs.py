@@ -14,7 +14,7 @@ of each, medians reported. Variants: `dagster dev` (each run starts its own Spar
 a process the code server spawns for it), `chronolake dev` with Dagster's default launcher
 (a local Spark Connect server the runs share, a fresh process per run) and `chronolake dev`
 as `./dev` configures it (the same server, each run forked from a warm process,
-`chronolake.run_launcher`). Every run's output must equal the other variants' at the same
+`chronolake.dagster.run_launcher`). Every run's output must equal the other variants' at the same
 step (rows, order ids and amounts), else exit 1.
 Each run's phases (the run process's start, each step) come from its event log.
 Usage: `.venv/bin/python benchmarks/ui_runs.py --repeat 3`.
@@ -41,10 +41,10 @@ from dagster_graphql import DagsterGraphQLClient
 from deltalake import DeltaTable
 
 from chronolake import Catalog
-from chronolake.connect_server import free_port, stop_process_group
-from chronolake.dagster_home import write_instance_settings
-from chronolake.demo import build_demo_lake, feed_demo_lake
+from chronolake.dagster.home import write_instance_settings
+from chronolake.demo.lake import build_demo_lake, feed_demo_lake
 from chronolake.lake.layout import output_path
+from chronolake.spark.connect_server import free_port, stop_process_group
 
 ROOT = Path(__file__).resolve().parent.parent
 VIEW = "orders_enriched"
@@ -55,7 +55,7 @@ VARIANTS: dict[str, tuple[list[str], dict[str, str] | None]] = {
     "chronolake dev": (["chronolake", "dev"], None),
 }
 """Each variant's server and run launcher: Dagster's default (the code server spawns a
-process per run) or, with None, the one `./dev` configures (`chronolake.run_launcher`)."""
+process per run) or, with None, the one `./dev` configures (`chronolake.dagster.run_launcher`)."""
 
 
 def _prepared_lake(root: Path) -> Path:

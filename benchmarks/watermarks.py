@@ -39,7 +39,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from chronolake.lake import backend_for
 from chronolake.schema import EmitStrategy
-from chronolake.spark_session import local_spark_session
+from chronolake.spark.session import local_spark_session
 from chronolake.watermarks.assigner import WatermarkAssigner
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -156,7 +156,7 @@ def cluster_settings(zip_path: Path) -> dict[str, str]:
     The executors get the local driver's JVM options (the throughput collector, C2 kept for
     code that touches rows): on a small machine most of a short run's CPU is the JIT's.
     """
-    from chronolake.spark_session import java_options
+    from chronolake.spark.session import java_options
 
     return {
         "spark.executor.cores": "1",
@@ -249,7 +249,7 @@ def main(lake: str) -> None:
     chronolake; as one JSON line on stdout. For a lake in a bucket, chronolake's session
     brings S3A's jars (which the executors fetch from the driver) and settings."""
     from chronolake import Catalog
-    from chronolake.spark_session import local_spark_session
+    from chronolake.spark.session import local_spark_session
 
     spark = local_spark_session("chronolake-cluster-test", lake=lake)
     results = run_platform(Catalog(lake, spark))

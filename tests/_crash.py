@@ -26,10 +26,10 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 
 from chronolake import Catalog
-from chronolake.demo import CDF_ON, DEMO_START, RATES_SCHEMA, append_orders, change_rate
+from chronolake.demo.lake import CDF_ON, DEMO_START, RATES_SCHEMA, append_orders, change_rate
+from chronolake.faults import FAULT_ENV
 from chronolake.lake import DeltaRsBackend
-from chronolake.lake.storage import LocationLike, as_location
-from chronolake.runtime.faults import FAULT_ENV
+from chronolake.location import LocationLike, as_location
 
 REPO = Path(__file__).resolve().parents[1]
 PLATFORM_SQL = REPO / "assets" / "platform.sql"

@@ -1,5 +1,5 @@
 """An S3 emulator for tests: moto's server on loopback, and the standard AWS environment that
-points obstore, delta-rs and S3A (through `chronolake.stack`) at it."""
+points obstore, delta-rs and S3A (through `chronolake.spark.stack`) at it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from chronolake.spark_session import environment_set
+from chronolake.spark.session import environment_set
 
 BUCKET = "lake"
 """The bucket the emulator starts with."""

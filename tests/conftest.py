@@ -16,7 +16,7 @@ import pytest
 from _s3 import TEST_LAKE_ENV, moto_s3
 from pyspark.sql import SparkSession
 
-from chronolake.spark_session import local_spark_session
+from chronolake.spark.session import local_spark_session
 
 SLOW_TIER_FIXTURES = frozenset({"spark"})
 """Fixtures whose tests start Spark, and so belong to the slow tier."""

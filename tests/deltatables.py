@@ -34,7 +34,8 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from chronolake.lake.deletion_vectors import vector_file
 from chronolake.lake.log_reader import LOG, latest_version, read_commits
-from chronolake.lake.storage import LocationLike, Storage
+from chronolake.lake.storage import Storage
+from chronolake.location import LocationLike
 
 Rows = pa.Table | Sequence[Mapping[str, Any]]
 

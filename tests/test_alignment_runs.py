@@ -35,9 +35,9 @@ from pyspark.sql import functions as F
 from chronolake import Catalog, RunResult
 from chronolake.alignment import ALLOW_UNALIGNED_SOURCE_SPLITS
 from chronolake.errors import RunError
+from chronolake.faults import FaultPoint
 from chronolake.lake.layout import output_path
 from chronolake.runtime.derived import DerivedTable
-from chronolake.runtime.faults import FaultPoint
 from chronolake.runtime.ticks import commit_chunks
 from chronolake.watermarks.progress import SplitTick
 

@@ -33,7 +33,7 @@ from chronolake.dagster import (
     local_pyspark_resource,
 )
 from chronolake.dagster.checks import LATE_RATE_CHECK
-from chronolake.demo import DEMO_START, append_orders, build_demo_lake, feed_demo_lake
+from chronolake.demo.lake import DEMO_START, append_orders, build_demo_lake, feed_demo_lake
 from ops import JOBS
 
 ROOT = Path(__file__).resolve().parent.parent

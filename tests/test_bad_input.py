@@ -30,7 +30,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from chronolake import Catalog, full_refresh
-from chronolake.demo import DEMO_START, ORDERS_SCHEMA, append_orders
+from chronolake.demo.lake import DEMO_START, ORDERS_SCHEMA, append_orders
 from chronolake.errors import SourceError, SourceRewrittenError
 from chronolake.lake.layout import output_path
 from chronolake.runtime.derived import DerivedTable

@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog
-from chronolake.demo import build_demo_lake
+from chronolake.demo.lake import build_demo_lake
 from chronolake.errors import DefinitionError, SourceError
 from chronolake.runtime.derived import DerivedTable
 from chronolake.schema import TableKind, TableSpec, ViewKind, ViewSpec

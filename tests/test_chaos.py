@@ -5,7 +5,7 @@ Two copies of the tiny lake (`_crash.build_tiny_lake`, every derived table run o
 same batches: each round appends orders and a rate change (and, every other round, a few
 orders an hour late) to both. The chaos lake then starts runs of three tables that have work,
 each in a subprocess (real Spark, real Delta), at once; each dies by SIGKILL at a named fault
-point (`chronolake.runtime.faults`) or a random delay after it began writing (when the first
+point (`chronolake.faults`) or a random delay after it began writing (when the first
 scratch its process names appears in the table's folders; until then a run has only read).
 Every third round two of those runs are of one table, started together, one as `run()` and
 one staged as the Dagster job runs it (prepare and compute without the lock, commit under it):
@@ -65,17 +65,18 @@ from deltatables import unreferenced_files
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog, RunResult
-from chronolake.demo import DEMO_START, append_orders
+from chronolake.demo.lake import DEMO_START, append_orders
+from chronolake.faults import RUN_FAULT_POINTS, FaultPoint
 from chronolake.lake.in_place import MARKERS, WriteMarker
 from chronolake.lake.layout import late_path, lock_dir, output_path, state_path
+from chronolake.lake.lock import run_lock
 from chronolake.lake.log_reader import LOG
 from chronolake.lake.scratch import SCRATCH_PREFIXES, writer_of
-from chronolake.lake.storage import LocationLike, Storage, as_location
+from chronolake.lake.storage import Storage
+from chronolake.location import LocationLike, as_location
 from chronolake.runtime.chain import behind, upstream_derived
 from chronolake.runtime.checkpoint import RUN_PREFIX, CheckpointStore
 from chronolake.runtime.derived import DerivedTable
-from chronolake.runtime.faults import RUN_FAULT_POINTS, FaultPoint
-from chronolake.runtime.lock import run_lock
 from chronolake.runtime.result import RunStatus
 from chronolake.sql.view_kinds import is_derived
 

@@ -25,7 +25,7 @@ import pytest
 from _crash import REPO
 from _s3 import BUCKET, TEST_LAKE_ENV
 
-from chronolake.stack import BACKEND_ENV
+from chronolake.spark.stack import BACKEND_ENV
 
 CHAOS_TEST = ("tests/test_chaos.py::"
               "test_runs_killed_at_random_points_leave_every_table_as_in_a_fault_free_lake")

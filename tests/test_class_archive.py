@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from chronolake.class_archive import ARCHIVE_ENV, archive_path, driver_java_options
-from chronolake.spark_session import (
+from chronolake.spark.class_archive import ARCHIVE_ENV, archive_path, driver_java_options
+from chronolake.spark.session import (
     JAVA_OPTIONS_ENV,
     LOCAL_JAVA_OPTIONS,
     LOCAL_SPARK_CONF,

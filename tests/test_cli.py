@@ -26,10 +26,10 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog, materialize_view
-from chronolake.cli import main
-from chronolake.demo import build_demo_lake
+from chronolake.cli.app import main
+from chronolake.demo.lake import build_demo_lake
 from chronolake.lake.layout import LOGS_ROOT, last_error_path
-from chronolake.spark_errors import spark_error_line
+from chronolake.spark.errors import spark_error_line
 from chronolake.sql.ddl import parse_view
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -33,7 +33,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog
-from chronolake.demo import build_demo_lake
+from chronolake.demo.lake import build_demo_lake
 from chronolake.lake.layout import late_path, output_path, state_path
 from chronolake.lake.storage import Storage
 

@@ -34,9 +34,9 @@ from chronolake.dagster import (
 )
 from chronolake.dagster.handoff import RunHandoffIOManager
 from chronolake.dagster.metadata import run_metadata
-from chronolake.demo import build_demo_lake
+from chronolake.demo.lake import build_demo_lake
 from chronolake.errors import RunError
-from chronolake.lake.storage import as_location
+from chronolake.location import as_location
 from chronolake.runtime.result import RunStatus, TickReport
 from chronolake.watermarks.watermark import LONG_MIN
 from ops import JOBS, sensors

@@ -8,7 +8,6 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from chronolake.dialect import spark_type, to_spark_sql
 from chronolake.errors import DefinitionError
 from chronolake.schema import (
     ComputedColumn,
@@ -20,7 +19,9 @@ from chronolake.schema import (
     TableSpec,
     WatermarkSpec,
 )
+from chronolake.schema.dialect import to_spark_sql
 from chronolake.schema.spec import KeepRow
+from chronolake.spark.types import spark_type
 from chronolake.sql import (
     JoinKind,
     QueryStatement,

@@ -14,9 +14,9 @@ import pytest
 from deltalake import write_deltalake
 
 from chronolake import Catalog
+from chronolake.catalog.stored_types import mismatch
 from chronolake.errors import DefinitionError
 from chronolake.lake.layout import CATALOG_ROOT
-from chronolake.schema.type_compat import mismatch
 from chronolake.sql import parse_table
 
 PLATFORM_SQL = (Path(__file__).parents[1] / "assets" / "platform.sql").read_text()

@@ -20,8 +20,8 @@ from pyspark.sql import functions as F
 from chronolake.errors import SourceError
 from chronolake.lake import DeltaRsBackend, LakeBackend, table_row_count
 from chronolake.lake.changelog import COMMIT_VERSION, POSITION, ROW_KIND
-from chronolake.lake.storage import LocationLike
 from chronolake.lake.upserts import REWRITE_BELOW_ROWS
+from chronolake.location import LocationLike
 
 pytestmark = pytest.mark.spark
 

@@ -15,12 +15,12 @@ from deltatables import delete_rows, update_rows, write_commits
 from pyspark.sql import DataFrame, SparkSession
 
 from chronolake import Catalog
+from chronolake.cli.output import print_feed
 from chronolake.errors import SourceError
 from chronolake.lake import ARRIVAL_ORDER, DeltaRsBackend, DeltaSparkBackend, delta_spark_available
-from chronolake.lake.storage import as_location
-from chronolake.output import print_feed
+from chronolake.location import as_location
 from chronolake.runtime.derived import DerivedTable
-from chronolake.spark_session import session_settings
+from chronolake.spark.session import session_settings
 
 pytestmark = [pytest.mark.spark, pytest.mark.lake_contract]
 

@@ -31,6 +31,7 @@ from chronolake.errors import (
     RunLockedError,
     UnknownNameError,
 )
+from chronolake.faults import FAULT_ENV, FaultPoint
 from chronolake.lake import table_row_count
 from chronolake.lake.layout import (
     CATALOG_ROOT,
@@ -39,9 +40,8 @@ from chronolake.lake.layout import (
     state_path,
     view_data_keys,
 )
+from chronolake.lake.lock import lease_name, run_lock
 from chronolake.runtime.derived import DerivedTable
-from chronolake.runtime.faults import FAULT_ENV, FaultPoint
-from chronolake.runtime.lock import lease_name, run_lock
 from chronolake.runtime.result import RunStatus
 from chronolake.schema import ViewSpec
 from chronolake.sql.ddl import DropStatement, parse_statements

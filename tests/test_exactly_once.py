@@ -39,13 +39,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from chronolake import Catalog, RunResult
 from chronolake.errors import RunError, RunLockedError
+from chronolake.faults import RUN_FAULT_POINTS, FaultPoint
 from chronolake.lake import DeltaRsBackend, backend_for
 from chronolake.lake.layout import lock_dir, output_path
+from chronolake.lake.lock import LEASE_TTL_S, RENEW_EVERY_S, Lease, lease_name, run_lock
 from chronolake.lake.scratch import Writer
 from chronolake.runtime.checkpoint import Checkpoint
 from chronolake.runtime.derived import DerivedTable
-from chronolake.runtime.faults import RUN_FAULT_POINTS, FaultPoint
-from chronolake.runtime.lock import LEASE_TTL_S, RENEW_EVERY_S, Lease, lease_name, run_lock
 from chronolake.runtime.result import RunStatus
 
 VIEW = "orders_enriched"
@@ -245,7 +245,7 @@ def test_the_run_lock_admits_one_holder_and_is_freed_when_the_holder_is_killed(
     holder = subprocess.Popen(
         [sys.executable, "-c",
          "import sys, time; from pathlib import Path\n"
-         "from chronolake.runtime.lock import run_lock\n"
+         "from chronolake.lake.lock import run_lock\n"
          f"with run_lock(Path({str(tmp_path)!r}), 't'):\n"
          "    print('locked', flush=True); time.sleep(600)\n"],
         stdout=subprocess.PIPE, text=True,

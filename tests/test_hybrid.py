@@ -14,11 +14,11 @@ from deltatables import delete_rows, table_rows, update_rows, write_commits
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog
+from chronolake.faults import FaultPoint
 from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_VERSION, ROW_KIND
-from chronolake.lake.storage import LocationLike
+from chronolake.location import LocationLike
 from chronolake.runtime.checkpoint import RunIntent
 from chronolake.runtime.derived import DerivedTable
-from chronolake.runtime.faults import FaultPoint
 from chronolake.runtime.inputs import (
     CHANGELOG_PHASE,
     SNAPSHOT_PHASE,

@@ -20,9 +20,9 @@ from deltatables import (
 )
 from pyspark.sql import Row, SparkSession
 
-from chronolake import spark_session
 from chronolake.errors import SourceError
 from chronolake.lake import ARRIVAL_ORDER, DeltaRsBackend, LakeBackend
+from chronolake.spark import session as spark_session
 
 pytestmark = pytest.mark.spark
 

@@ -18,7 +18,7 @@ from chronolake.lake import (
     read_table_state,
 )
 from chronolake.lake.layout import table_location
-from chronolake.lake.storage import Location, as_location
+from chronolake.location import Location, as_location
 from chronolake.schema import ChangelogMode, DeltaOptions, PhysicalColumn, TableSpec
 
 pytestmark = pytest.mark.spark

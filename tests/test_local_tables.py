@@ -6,8 +6,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from chronolake import spark_session
-from chronolake.spark_session import join_local
+from chronolake.spark import session as spark_session
+from chronolake.spark.session import join_local
 
 pytestmark = pytest.mark.spark
 

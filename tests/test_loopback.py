@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from _listening import listening, on_loopback, process_tree
 
-from chronolake import connect_server
-from chronolake.connect_server import TOKEN_ENV, free_port
-from chronolake.spark_session import LOOPBACK, loopback_settings
+from chronolake.spark import connect_server
+from chronolake.spark.connect_server import TOKEN_ENV, free_port
+from chronolake.spark.session import LOOPBACK, loopback_settings
 
 _LOCAL_SESSION = """
 import os, sys
 from pyspark.sql import functions as F
-from chronolake.spark_session import local_spark_session
+from chronolake.spark.session import local_spark_session
 
 spark = local_spark_session(
     "loopback", settings={"spark.ui.enabled": "true", "spark.ui.port": sys.argv[1]}
@@ -81,6 +81,6 @@ def test_the_connect_server_will_not_start_without_a_token(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv(TOKEN_ENV, raising=False)
-    monkeypatch.setattr(sys, "argv", ["chronolake.connect_server", "15999"])
+    monkeypatch.setattr(sys, "argv", ["chronolake.spark.connect_server", "15999"])
     with pytest.raises(SystemExit, match=f"no token for the server's clients: {TOKEN_ENV} is not"):
         connect_server.main()

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sqlglot import exp
 
 _CLEAN = {k: v for k, v in os.environ.items()
           if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
@@ -49,7 +50,7 @@ def test_the_local_session_runs_python_workers_on_this_interpreter(tmp_path: Pat
 
 
 def test_the_runtime_package_exports_its_public_names() -> None:
-    """`chronolake.runtime` loads each on first use; each is its module's own object."""
+    """Each of `chronolake.runtime`'s names is its module's own object."""
     exported = _python(
         "import chronolake.runtime as runtime\n"
         "print(sorted(name for name in runtime.__all__\n"
@@ -84,6 +85,38 @@ def test_import_chronolake_gives_a_notebook_user_its_faces_without_starting_spar
     assert ast.literal_eval(errors) == [
         "ChronolakeError", "DefinitionError", "NameTakenError", "RunError", "RunLockedError",
         "SourceError", "SourceRewrittenError", "UnknownNameError"]
+
+
+def test_import_chronolake_and_declaring_a_table_import_no_pyspark() -> None:
+    """A notebook or a Dagster definitions file that only declares specs pays for no Spark."""
+    loaded = _python(
+        "import sys, chronolake\n"
+        "chronolake.TableSpec(name='t', columns=[chronolake.PhysicalColumn(name='a', "
+        "type='BIGINT')], options=chronolake.DeltaOptions(path='t'))\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j')))\n"
+    )
+    assert loaded == "[]"
+
+
+def test_every_type_a_declaration_may_use_has_a_spark_type() -> None:
+    """The dialect owns the declarable types, `chronolake.spark.types` their Spark types."""
+    from chronolake.schema.dialect import SUPPORTED_KINDS, Flink
+    from chronolake.spark.types import spark_type
+
+    element = {exp.DType.ARRAY: "<INT>", exp.DType.MAP: "<STRING, INT>"}
+    for kind in SUPPORTED_KINDS:
+        spark_type(exp.DataType.build(kind).sql(dialect=Flink) + element.get(kind, ""))
+    assert spark_type("ARRAY<MAP<STRING, DECIMAL(10, 2)>>").simpleString() == (
+        "array<map<string,decimal(10,2)>>")
+
+
+@pytest.mark.parametrize("written", ["ARRAY", "MAP", "MAP<STRING>"])
+def test_a_collection_type_without_its_element_types_is_refused(written: str) -> None:
+    from chronolake import DefinitionError
+    from chronolake.schema.dialect import parse_type
+
+    with pytest.raises(DefinitionError, match=f"'{written}'.* needs its element type"):
+        parse_type(written)
 
 
 def test_an_unknown_name_is_a_definition_error_of_its_own_kind(tmp_path: Path) -> None:

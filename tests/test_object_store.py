@@ -33,7 +33,7 @@ from pyarrow.fs import FileSystem
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog
-from chronolake.cli import main as cli
+from chronolake.cli.app import main as cli
 from chronolake.dagster import (
     LakeResource,
     chronolake_asset_checks,
@@ -45,11 +45,11 @@ from chronolake.lake import DeltaRsBackend
 from chronolake.lake.appends import commit_appended, open_or_create
 from chronolake.lake.files import file_uri
 from chronolake.lake.layout import lock_dir, output_path
+from chronolake.lake.lock import LEASE_TTL_S, lease_name
 from chronolake.lake.scratch import STAGING_PREFIX
 from chronolake.lake.staging import write_staged
 from chronolake.lake.storage import Storage, missing
 from chronolake.runtime.checkpoint import CheckpointStore
-from chronolake.runtime.lock import LEASE_TTL_S, lease_name
 from ops import JOBS, sensors
 
 REPO = Path(__file__).resolve().parents[1]

@@ -23,12 +23,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from chronolake import Catalog
-from chronolake.cli import main
+from chronolake.cli.app import main
 from chronolake.clock import ManualClock
 from chronolake.errors import DefinitionError, SourceError
 from chronolake.lake.layout import LATE_ROOT, catalog_dir, output_path
 from chronolake.lake.stamps import WATERMARK_KEY, WATERMARK_MILLIS_KEY
-from chronolake.lake.storage import LocationLike
+from chronolake.location import LocationLike
 from chronolake.runtime.derived import DerivedTable
 
 pytestmark = pytest.mark.spark

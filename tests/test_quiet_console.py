@@ -16,9 +16,9 @@ import yaml
 from dagster import DagsterInstance, QueuedRunCoordinator
 from deltatables import table_rows
 
-from chronolake.dagster_home import write_instance_settings
-from chronolake.demo import build_demo_lake, feed_demo_lake
-from chronolake.run_launcher import PrewarmedRunLauncher
+from chronolake.dagster.home import write_instance_settings
+from chronolake.dagster.run_launcher import PrewarmedRunLauncher
+from chronolake.demo.lake import build_demo_lake, feed_demo_lake
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = Path(sys.executable).with_name("chronolake")
@@ -139,12 +139,14 @@ def test_the_dev_instance_settings_turn_telemetry_and_the_pop_up_off_and_launch_
 ) -> None:
     home = tmp_path / "dagster-home"
     home.mkdir()
-    (home / "dagster.yaml").write_text(yaml.safe_dump({"run_coordinator": {  # an earlier default
-        "module": "dagster.core.run_coordinator", "class": "QueuedRunCoordinator",
-        "config": {"dequeue_interval_seconds": 1},
-    }}))
+    (home / "dagster.yaml").write_text(yaml.safe_dump({  # as an earlier release wrote it
+        "run_coordinator": {"module": "dagster.core.run_coordinator",
+                            "class": "QueuedRunCoordinator",
+                            "config": {"dequeue_interval_seconds": 1}},
+        "run_launcher": {"module": "chronolake.run_launcher", "class": "PrewarmedRunLauncher"},
+    }))
     written = subprocess.run(  # as ./dev writes them
-        [sys.executable, "-m", "chronolake.dagster_home", str(home)],
+        [sys.executable, "-m", "chronolake.dagster.home", str(home)],
         capture_output=True, text=True, timeout=60,
     )
     assert written.returncode == 0, written.stderr

@@ -18,9 +18,9 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 from dagster._core.test_utils import create_run_for_test
 
-from chronolake.dagster_home import write_instance_settings
+from chronolake.dagster.home import write_instance_settings
+from chronolake.dagster.run_launcher import PROCESS_TAG, _changed_since, _forkable, _signal_name
 from chronolake.lake.scratch import Writer
-from chronolake.run_launcher import PROCESS_TAG, _changed_since, _forkable, _signal_name
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ Delta's default S3 log store makes a commit exclusive only inside one JVM. The s
 chronolake starts on an `s3://` lake commit through chronolake's conditional-put store
 (`jvm/log_store`: each version put only if absent), or through Delta's
 `io.delta.storage.S3DynamoDBLogStore` when `CHRONOLAKE_DELTA_DYNAMODB_TABLE` names its table
-(`chronolake.stack`). Here two JVMs (two Python processes, each with the local session
+(`chronolake.spark.stack`). Here two JVMs (two Python processes, each with the local session
 chronolake starts) append to one table on moto's S3 at the same time, through either store,
 and every commit lands once, in its own version.
 
@@ -35,11 +35,11 @@ from botocore.config import Config
 from deltatables import table_rows
 
 from chronolake.errors import DefinitionError
-from chronolake.jars import JarFetchError, JarSet, jar_paths
-from chronolake.jars import cache_dir as jar_cache_dir
 from chronolake.lake.storage import Storage
-from chronolake.spark_session import LOCAL_JAVA_OPTIONS
-from chronolake.stack import (
+from chronolake.spark.jars import JarFetchError, JarSet, jar_paths
+from chronolake.spark.jars import cache_dir as jar_cache_dir
+from chronolake.spark.session import LOCAL_JAVA_OPTIONS
+from chronolake.spark.stack import (
     BACKEND_ENV,
     CONDITIONAL_PUT_LOG_STORE,
     DYNAMODB_TABLE_ENV,
@@ -73,7 +73,7 @@ def _in_the_contract(test: Callable[..., None]) -> Callable[..., None]:
 _WRITER = """
 import json, sys, time
 from pathlib import Path
-from chronolake.spark_session import local_spark_session
+from chronolake.spark.session import local_spark_session
 table, writer, appends, folder = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
 writers = int(sys.argv[5])
 spark = local_spark_session(f"writer-{writer}", lake=table, backend="delta-spark")
@@ -99,8 +99,8 @@ spark.stop()
 _PROBE = """
 import json, sys
 from py4j.protocol import Py4JJavaError
-from chronolake.spark_session import local_spark_session
-from chronolake.stack import CONDITIONAL_PUT_LOG_STORE
+from chronolake.spark.session import local_spark_session
+from chronolake.spark.stack import CONDITIONAL_PUT_LOG_STORE
 log = sys.argv[1]
 spark = local_spark_session("probe", lake=log, backend="delta-spark")
 jvm, conf = spark._jvm, spark._jsc.hadoopConfiguration()
@@ -170,7 +170,7 @@ def test_a_bucket_under_delta_spark_commits_through_a_log_store_several_jvms_sha
 
 
 def test_a_session_one_brings_gets_the_log_store_jar_by_one_command() -> None:
-    printed = subprocess.run([sys.executable, "-m", "chronolake.jvm_classes", "log_store"],
+    printed = subprocess.run([sys.executable, "-m", "chronolake.spark.jvm_classes", "log_store"],
                              capture_output=True, text=True, timeout=600, check=False)
     assert printed.returncode == 0, printed.stderr
 
@@ -193,7 +193,7 @@ def test_without_a_jdk_the_log_store_is_refused_in_one_line_that_says_what_to_in
     env = {name: value for name, value in os.environ.items() if name != "JAVA_HOME"}
     env |= {"CHRONOLAKE_JAR_CACHE": str(cache), "PATH": str(java_only)}
 
-    refused = subprocess.run([sys.executable, "-m", "chronolake.jvm_classes", "log_store"],
+    refused = subprocess.run([sys.executable, "-m", "chronolake.spark.jvm_classes", "log_store"],
                              env=env, capture_output=True, text=True, timeout=600, check=False)
 
     assert refused.returncode == 1

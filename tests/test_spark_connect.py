@@ -24,15 +24,15 @@ from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog, materialize_view
-from chronolake.connect_server import (
+from chronolake.dagster.home import write_instance_settings
+from chronolake.demo.lake import build_demo_lake, feed_demo_lake
+from chronolake.lake.layout import output_path
+from chronolake.spark.connect_server import (
     TOKEN_ENV,
     running_connect_server,
     ui_applications,
     without_token,
 )
-from chronolake.dagster_home import write_instance_settings
-from chronolake.demo import build_demo_lake, feed_demo_lake
-from chronolake.lake.layout import output_path
 
 ROOT = Path(__file__).resolve().parent.parent
 VIEWS = ("latest_rates", "orders_enriched")

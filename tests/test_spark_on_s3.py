@@ -8,7 +8,7 @@ into the bucket, `chronolake sql -f assets/platform.sql` declares the platform t
 the platform's views on the new commits (`dagster asset materialize`, the reference
 platform's code location on the bucket), `chronolake sql -e` reads every derived table by
 name, and `chronolake status` shows where each stands. Spark reads and writes the bucket
-itself, through S3A (`chronolake.stack`): under delta-spark Delta's JVM writer commits the
+itself, through S3A (`chronolake.spark.stack`): under delta-spark Delta's JVM writer commits the
 outputs, under delta-rs Spark writes their files and delta-rs commits them. Both lakes end
 with the same rows.
 
@@ -32,10 +32,11 @@ import pytest
 from _s3 import BUCKET
 from dagster import AssetKey, DagsterInstance
 
-from chronolake.demo import DEMO_START, ORDER_COMMITS, build_demo_lake, feed_demo_lake
+from chronolake.demo.lake import DEMO_START, ORDER_COMMITS, build_demo_lake, feed_demo_lake
 from chronolake.lake.layout import output_path
-from chronolake.lake.storage import LocationLike, Storage
-from chronolake.stack import BACKEND_ENV, s3a_settings
+from chronolake.lake.storage import Storage
+from chronolake.location import LocationLike
+from chronolake.spark.stack import BACKEND_ENV, s3a_settings
 
 pytestmark = [
     pytest.mark.lake_contract,

@@ -33,6 +33,7 @@ from pyspark.sql import SparkSession
 
 from chronolake import Catalog
 from chronolake.errors import SourceError
+from chronolake.faults import FaultPoint
 from chronolake.lake import DeltaRsBackend, backend_for
 from chronolake.lake.in_place import MARKERS
 from chronolake.lake.layout import output_path
@@ -47,7 +48,6 @@ from chronolake.lake.staging import write_staged
 from chronolake.lake.storage import Storage
 from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore
 from chronolake.runtime.derived import DerivedTable
-from chronolake.runtime.faults import FaultPoint
 from chronolake.runtime.result import RunStatus
 
 VIEW = "orders_enriched"

@@ -21,10 +21,10 @@ from pyspark.sql import SparkSession
 from chronolake import Catalog, RunResult, materialize_view
 from chronolake.clock import ManualClock
 from chronolake.errors import DefinitionError
+from chronolake.faults import FaultPoint
 from chronolake.lake import DeltaRsBackend
 from chronolake.lake.layout import LATE_ROOT, output_path
 from chronolake.runtime.derived import DerivedTable
-from chronolake.runtime.faults import FaultPoint
 from chronolake.runtime.result import RunStatus
 from chronolake.sql.ddl import parse_statements
 from chronolake.sql.view_kinds import is_derived

@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 
 from chronolake import Catalog
 from chronolake.lake.layout import late_path, output_path
-from chronolake.lake.storage import LocationLike
+from chronolake.location import LocationLike
 from chronolake.runtime.derived import DerivedTable
 
 VIEW = "derived"

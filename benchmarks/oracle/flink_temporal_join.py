@@ -42,7 +42,7 @@ from _cases import (  # noqa: E402
 )
 from _chronolake_side import LakeRuns, query, run_lake  # noqa: E402
 
-from chronolake.spark_session import local_spark_session  # noqa: E402
+from chronolake.spark.session import local_spark_session  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent / "results" / "flink_oracle.txt"

@@ -44,7 +44,7 @@ from _time_cases import (  # noqa: E402
 )
 from _time_chronolake import Runs, ddl, run_lake  # noqa: E402
 
-from chronolake.spark_session import local_spark_session  # noqa: E402
+from chronolake.spark.session import local_spark_session  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent / "results" / "flink_time_sql.txt"

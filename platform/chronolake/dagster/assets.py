@@ -35,8 +35,8 @@ from chronolake.dagster.derived_assets import derived_asset
 from chronolake.dagster.metadata import run_metadata, table_definition_metadata
 from chronolake.dagster.resources import LakeResource
 from chronolake.lake.layout import output_path, table_location
-from chronolake.lake.storage import Location, LocationLike, as_location
 from chronolake.lake.tables import table_row_count, table_version
+from chronolake.location import Location, LocationLike, as_location
 from chronolake.runtime.views import materialize_view
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.sql.query import referenced_tables

@@ -27,8 +27,8 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 
 from chronolake.catalog import load_entries
 from chronolake.lake.layout import table_location
-from chronolake.lake.storage import Location
 from chronolake.lake.tables import is_table, table_version
+from chronolake.location import Location
 
 AUTOMATION_ENV = "CHRONOLAKE_AUTOMATION"
 

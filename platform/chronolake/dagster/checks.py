@@ -33,8 +33,8 @@ from pyspark.sql import functions as F
 from chronolake.catalog import Catalog
 from chronolake.dagster.resources import LakeResource
 from chronolake.lake.changelog import COMMIT_TIMESTAMP
-from chronolake.lake.storage import Location
 from chronolake.lake.tables import column_minimum
+from chronolake.location import Location
 from chronolake.runtime.checkpoint import CheckpointStore
 from chronolake.runtime.result import RunResult
 from chronolake.runtime.stored import STATE_PREFIX

@@ -11,8 +11,8 @@ from dagster._core.definitions.metadata.metadata_set import NamespacedMetadataSe
 
 from chronolake.dagster.preview import markdown_preview
 from chronolake.lake.stamps import latest_recorded_watermark
-from chronolake.lake.storage import Location
 from chronolake.lake.tables import is_table, table_row_count
+from chronolake.location import Location
 from chronolake.runtime.result import RunResult, TickReport
 from chronolake.schema import (
     ComputedColumn,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from chronolake.lake.storage import Location
 from chronolake.lake.tables import first_rows
+from chronolake.location import Location
 
 PREVIEW_ROWS = 10
 

@@ -12,8 +12,8 @@ from pydantic import Field
 from pyspark.sql import SparkSession
 
 from chronolake.catalog import Catalog
-from chronolake.lake.storage import Location, LocationLike, as_location
-from chronolake.spark_session import local_spark_conf, start_spark_driver
+from chronolake.location import Location, LocationLike, as_location
+from chronolake.spark.session import local_spark_conf, start_spark_driver
 
 
 class LakeResource(ConfigurableResource):
@@ -55,7 +55,7 @@ class LakeResource(ConfigurableResource):
 
 class ChronolakePySparkResource(PySparkResource):
     """dagster-pyspark's resource, its Spark driver started as chronolake starts its own
-    (`chronolake.spark_session.start_spark_driver`: a quiet console, on loopback for a local
+    (`chronolake.spark.session.start_spark_driver`: a quiet console, on loopback for a local
     master), or a Spark Connect session at `spark_remote`.
 
     Example:
@@ -95,7 +95,7 @@ def local_pyspark_resource(
     `remote` as `EnvVar("CHRONOLAKE_SPARK_REMOTE")`: as `spark.remote` in `extra_conf` (which
     works too), its token would be in the configuration Dagster shows in its UI and stores
     with every run. The session loads what the chosen backend and a `lake` on a bucket need
-    (`chronolake.stack`: `CHRONOLAKE_BACKEND=delta-spark` loads Delta's jars).
+    (`chronolake.spark.stack`: `CHRONOLAKE_BACKEND=delta-spark` loads Delta's jars).
     """
     conf = {"spark.master": "local[*]", "spark.app.name": "chronolake", **local_spark_conf(lake)}
     if extra_conf:

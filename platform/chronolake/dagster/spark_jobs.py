@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from chronolake.connect_server import ui_applications
+from chronolake.spark.connect_server import ui_applications
 
 _JOB_GROUP = "spark.jobGroup.id"
 _JOB_DESCRIPTION = "spark.job.description"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from chronolake.joins.asof import join_valid_versions
-from chronolake.joins.kind import JoinKind
 from chronolake.joins.tuning import AsOfTuning
+from chronolake.schema.join_kind import JoinKind
 
 __all__ = ["AsOfTuning", "JoinKind", "join_valid_versions"]

@@ -19,9 +19,9 @@ from chronolake.errors import DefinitionError
 from chronolake.joins._buckets import plan_buckets
 from chronolake.joins._columns import all_of, is_version_event, quote
 from chronolake.joins._intervals import END, validity_intervals
-from chronolake.joins.kind import JoinKind
 from chronolake.joins.tuning import AsOfTuning
 from chronolake.lake.changelog import ARRIVAL_ORDER, ROW_KIND, SYSTEM_COLUMNS
+from chronolake.schema.join_kind import JoinKind
 
 _INTERNAL = "__cl_"
 _PROBE_TIME = "__cl_pt"

@@ -14,7 +14,6 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from chronolake.joins.asof import join_valid_versions
-from chronolake.joins.kind import JoinKind
 from chronolake.lake.changelog import (
     ARRIVAL_ORDER,
     COMMIT_VERSION,
@@ -23,7 +22,8 @@ from chronolake.lake.changelog import (
     SYSTEM_COLUMNS,
     RowKind,
 )
-from chronolake.sql.over_frames import query_over, table_name
+from chronolake.schema.join_kind import JoinKind
+from chronolake.spark.frames import query_over, table_name
 from chronolake.sql.temporal import (
     CHANGE_COLUMNS,
     PROBE_POSITION,

@@ -17,7 +17,8 @@ from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction
 
 from chronolake.lake.delta_log import CDF_PROPERTY
-from chronolake.lake.storage import LocationLike, Storage
+from chronolake.lake.storage import Storage
+from chronolake.location import LocationLike
 
 
 def open_or_create(

@@ -45,7 +45,8 @@ from chronolake.lake.files import (
     file_uri,
     read_tagged_files,
 )
-from chronolake.lake.storage import LocationLike, Storage, as_location
+from chronolake.lake.storage import Storage
+from chronolake.location import LocationLike, as_location
 
 BackendKind = Literal["delta-rs", "delta-spark"]
 

@@ -46,7 +46,7 @@ from chronolake.lake.files import (
 from chronolake.lake.in_place import writing_in_place
 from chronolake.lake.log_reader import log_names, read_commits
 from chronolake.lake.staging import write_staged
-from chronolake.lake.storage import Location, LocationLike, Storage, missing
+from chronolake.lake.storage import Storage, missing
 from chronolake.lake.table_state import latest_state
 from chronolake.lake.upserts import (
     FILE_NAME,
@@ -56,7 +56,8 @@ from chronolake.lake.upserts import (
     apply_changes,
     final_rows,
 )
-from chronolake.spark_session import without_constraint_propagation
+from chronolake.location import Location, LocationLike
+from chronolake.spark.session import without_constraint_propagation
 
 
 class DeltaRsBackend(LakeBackend):

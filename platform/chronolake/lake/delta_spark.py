@@ -2,7 +2,7 @@
 
 Used where `io.delta.sql.DeltaSparkSessionExtension` runs in the session: a cluster,
 Databricks, or a session chronolake started with `CHRONOLAKE_BACKEND=delta-spark`
-(`chronolake.stack` loads the pinned jars). Snapshots and writes go through Delta's data
+(`chronolake.spark.stack` loads the pinned jars). Snapshots and writes go through Delta's data
 source and Delta's SQL (`MERGE INTO`, `DESCRIBE HISTORY`), never through the JVM gateway, so
 the backend works through Spark Connect too; the log is read by the one log reader
 (`chronolake.lake.log_reader`), so changelogs come out exactly as with delta-rs.
@@ -26,11 +26,12 @@ from chronolake.lake.delta_log import CDF_PROPERTY, LogCommit
 from chronolake.lake.files import POSITION_STRIDE, file_name
 from chronolake.lake.in_place import writing_in_place
 from chronolake.lake.log_reader import latest_version, read_commits
-from chronolake.lake.storage import LocationLike, Storage, as_location, missing
+from chronolake.lake.storage import Storage, missing
 from chronolake.lake.table_state import table_state
 from chronolake.lake.upserts import RETRACTED, last_changes
-from chronolake.spark_session import join_local, session_settings
-from chronolake.stack import DELTA_EXTENSION
+from chronolake.location import LocationLike, as_location
+from chronolake.spark.session import join_local, session_settings
+from chronolake.spark.stack import DELTA_EXTENSION
 
 _FILE, _ROW, _RANK = "__chronolake_file", "__chronolake_row", "__chronolake_rank"
 

@@ -34,7 +34,7 @@ from pyspark.sql.types import (
 
 from chronolake.errors import SourceError
 from chronolake.lake.changelog import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, POSITION
-from chronolake.spark_session import Row, join_local
+from chronolake.spark.session import Row, join_local
 
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 """Under column mapping, the name a column has in the data files (and partition values)."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chronolake.lake.storage import Location, LocationLike, Storage, as_location, joined_under
+from chronolake.lake.storage import Storage
+from chronolake.location import Location, LocationLike, as_location, joined_under
 
 SYSTEM_ROOT = Path("_chronolake")
 CATALOG_ROOT = SYSTEM_ROOT / "catalog"

@@ -19,7 +19,7 @@ from chronolake.lake.changelog import ARRIVAL_ORDER, POSITION, ROW_KIND, SYSTEM_
 from chronolake.lake.layout import table_location
 from chronolake.lake.op_column import op_row_kind
 from chronolake.lake.selector import backend_for
-from chronolake.lake.storage import LocationLike
+from chronolake.location import LocationLike
 from chronolake.schema import ChangelogMode, TableSpec
 
 

@@ -7,7 +7,7 @@ from pyspark.sql import SparkSession
 from chronolake.lake.backend import LakeBackend
 from chronolake.lake.delta_rs import DeltaRsBackend
 from chronolake.lake.delta_spark import DeltaSparkBackend, delta_spark_available
-from chronolake.stack import BackendChoice, chosen_backend
+from chronolake.spark.stack import BackendChoice, chosen_backend
 
 
 def backend_for(spark: SparkSession, kind: BackendChoice | None = None) -> LakeBackend:

@@ -45,7 +45,7 @@ def write_staged(table: Storage, write: Callable[[str], None]) -> list[AddAction
     staging = staging_name()
     try:
         write(str(table.path_of(staging)))
-        from chronolake.runtime.faults import FaultPoint, fault_point  # runtime imports lake
+        from chronolake.faults import FaultPoint, fault_point  # runtime imports lake
 
         fault_point(FaultPoint.IN_STAGING)
         return _move_into_table(table, staging)

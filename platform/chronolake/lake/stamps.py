@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from deltalake import DeltaTable
 
 from chronolake.lake.backend import LakeBackend
-from chronolake.lake.storage import LocationLike
+from chronolake.location import LocationLike
 
 WATERMARK_KEY = "chronolake.watermark"
 WATERMARK_MILLIS_KEY = "chronolake.watermarkMillis"

@@ -19,8 +19,9 @@ from chronolake.errors import ChronolakeError
 from chronolake.lake.backend import not_a_delta_table
 from chronolake.lake.deletion_vectors import deleted_rows
 from chronolake.lake.log_reader import latest_version, read_commits
-from chronolake.lake.storage import LocationLike, Storage
+from chronolake.lake.storage import Storage
 from chronolake.lake.table_state import table_state
+from chronolake.location import LocationLike
 
 
 def table_version(path: LocationLike) -> int:

@@ -28,7 +28,8 @@ from pathlib import PurePosixPath
 from pydantic import BaseModel, ConfigDict, Field
 
 from chronolake.lake.layout import state_path
-from chronolake.lake.storage import Location, LocationLike, Storage
+from chronolake.lake.storage import Storage
+from chronolake.location import Location, LocationLike
 from chronolake.watermarks.assigner import WatermarkState
 
 CHECKPOINT_PREFIX = "checkpoint-"

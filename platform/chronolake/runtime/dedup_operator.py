@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from chronolake.catalog.relations import through_view_rows
 from chronolake.lake.changelog import ARRIVAL_ORDER, POSITION, ROW_KIND, SYSTEM_COLUMNS, RowKind
-from chronolake.relations import through_view_rows
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import (
     INTERNAL_COLUMNS,

@@ -23,15 +23,16 @@ from pyspark.sql import DataFrame
 from chronolake.catalog import Catalog
 from chronolake.clock import Clock, WallClock
 from chronolake.errors import ChronolakeError, DefinitionError, RunError
+from chronolake.faults import FaultPoint, fault_point
 from chronolake.joins.history import HISTORY_PAGE_ROWS
 from chronolake.lake.changelog import SYSTEM_COLUMNS, RowKind
 from chronolake.lake.layout import history_path, late_path, lock_dir, output_path
+from chronolake.lake.lock import run_lock
 from chronolake.lake.stamps import watermark_stamp
-from chronolake.lake.storage import Location
 from chronolake.lake.upserts import final_rows
+from chronolake.location import Location
 from chronolake.runtime.attempt import RunPlan, begin_writing, pass_commit_point
 from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore, InputPosition, RunIntent
-from chronolake.runtime.faults import FaultPoint, fault_point
 from chronolake.runtime.figures import run_figures
 from chronolake.runtime.inputs import (
     SNAPSHOT_PHASE,
@@ -43,7 +44,6 @@ from chronolake.runtime.inputs import (
     read_input,
     refresh_position,
 )
-from chronolake.runtime.lock import run_lock
 from chronolake.runtime.operator import OUTPUT, RunContext, Step, as_changes
 from chronolake.runtime.operators import operator_for
 from chronolake.runtime.output_figures import KIND_FIGURES, OutputFigures
@@ -60,7 +60,7 @@ from chronolake.runtime.source_checks import (
 from chronolake.runtime.stored import SOURCE_PREFIX, from_stored, stored
 from chronolake.runtime.ticks import plan_ticks, step_ticks
 from chronolake.schema import ViewSpec
-from chronolake.spark_session import parquet_pages_of
+from chronolake.spark.session import parquet_pages_of
 from chronolake.watermarks.watermark import Watermark
 
 

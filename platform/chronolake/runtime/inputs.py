@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from chronolake.catalog import Catalog
+from chronolake.catalog.relations import through_view_rows, with_declared_columns
 from chronolake.errors import SourceError
 from chronolake.lake import read_table_arrivals
 from chronolake.lake.changelog import (
@@ -39,7 +40,6 @@ from chronolake.lake.changelog import (
 )
 from chronolake.lake.stamps import recorded_watermarks
 from chronolake.lake.tables import partition_columns
-from chronolake.relations import through_view_rows, with_declared_columns
 from chronolake.runtime.checkpoint import InputPosition
 from chronolake.runtime.reuse import reused
 from chronolake.runtime.source_checks import (

@@ -42,6 +42,7 @@ from chronolake.runtime.operator import (
 )
 from chronolake.runtime.reuse import reused
 from chronolake.schema import TableSpec, ViewSpec
+from chronolake.spark.frames import query_over, table_name
 from chronolake.sql.interval import (
     INTERNAL_PREFIX,
     KEEP,
@@ -53,7 +54,6 @@ from chronolake.sql.interval import (
     joined_sql,
     parse_condition,
 )
-from chronolake.sql.over_frames import query_over, table_name
 from chronolake.watermarks.assigner import LATE_COLUMN
 from chronolake.watermarks.late import LateReason, side_table_rows
 from chronolake.watermarks.millis import is_timestamp, timestamp_millis

@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from chronolake.errors import ChronolakeError
 from chronolake.lake.layout import LAST_ERROR_NAME, state_path
-from chronolake.lake.storage import LocationLike, Storage
-from chronolake.spark_errors import is_spark_error, spark_error_line
+from chronolake.lake.storage import Storage
+from chronolake.location import LocationLike
+from chronolake.spark.errors import is_spark_error, spark_error_line
 
 MAX_CHARS = 500
 """A longer error is cut here (the command that failed showed it whole)."""

@@ -23,8 +23,8 @@ from typing import cast
 from pyspark.sql.types import StructType
 
 from chronolake.errors import SourceError, SourceRewrittenError
-from chronolake.lake.storage import Location
 from chronolake.lake.tables import is_table, latest_commits, stored_schema, table_version
+from chronolake.location import Location
 from chronolake.schema import PhysicalColumn, TableSpec
 
 # Operations that replace a table's contents rather than change some rows. delta-rs and

@@ -28,7 +28,7 @@ class Tally:
 
     `held`: the counts are taken by `counted()` (the write cannot observe them), so the frame
     is held (`reused`): computed once, read by the count and by the write. `behind_view`: the
-    write reads `observed` through the view's SQL (`chronolake.sql.over_frames`), inside its
+    write reads `observed` through the view's SQL (`chronolake.spark.frames`), inside its
     plan; unless such an observation is reported exactly (`_observed_exactly_inside`), the
     counts are taken by `counted()` and the frame is held too.
     """

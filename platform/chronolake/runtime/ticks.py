@@ -42,7 +42,7 @@ from chronolake.runtime.inputs import InputRead, combined_watermark
 from chronolake.runtime.operator import Operator, RunContext, Step
 from chronolake.runtime.result import TickReport
 from chronolake.runtime.reuse import reused
-from chronolake.spark_session import join_local
+from chronolake.spark.session import join_local
 from chronolake.watermarks.assigner import (
     LATE_COLUMN,
     WATERMARK_COLUMN,

@@ -44,9 +44,10 @@ from chronolake.runtime.operator import (
     count_figures,
 )
 from chronolake.schema import ViewSpec
+from chronolake.schema.windows import WINDOW_COLUMNS
 from chronolake.sql.current_watermark import bind_spark_sql, held_by
 from chronolake.sql.view_kinds import is_updating
-from chronolake.sql.window import WINDOW_COLUMNS, WindowPlan
+from chronolake.sql.window import WindowPlan
 from chronolake.sql.window_rank import WindowRankPlan
 from chronolake.watermarks.assigner import WatermarkAssigner
 from chronolake.watermarks.late import REASON_COLUMN, LateReason

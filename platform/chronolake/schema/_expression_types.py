@@ -18,8 +18,8 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
 
-from chronolake.dialect import Flink, normalize_type, parse_expression
 from chronolake.errors import DefinitionError
+from chronolake.schema.dialect import Flink, normalize_type, parse_expression
 
 _TYPED = (
     exp.Column, exp.Dot, exp.Identifier, exp.Literal, exp.Null, exp.Boolean, exp.Interval,

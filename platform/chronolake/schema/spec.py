@@ -2,7 +2,7 @@
 
 A spec is what `CREATE TABLE` / `CREATE VIEW` parse into and what Python users
 build directly; the two are equal for the same table. Type names and
-expressions are kept as canonical Flink SQL text (see `chronolake.dialect`), so
+expressions are kept as canonical Flink SQL text (see `chronolake.schema.dialect`), so
 specs compare, hash and serialise as plain data.
 """
 
@@ -20,7 +20,9 @@ from pydantic import (
     model_validator,
 )
 
-from chronolake.dialect import (
+from chronolake.errors import DefinitionError
+from chronolake.schema._expression_types import expression_type_over
+from chronolake.schema.dialect import (
     column_path,
     expression_type,
     is_proctime_call,
@@ -33,8 +35,6 @@ from chronolake.dialect import (
     row_field_type,
     timestamp_precision,
 )
-from chronolake.errors import DefinitionError
-from chronolake.schema._expression_types import expression_type_over
 from chronolake.schema.options import DeltaOptions
 
 WATERMARK_PROPERTY_PREFIX = "schema.watermark"

@@ -1,6 +1,6 @@
 """Flink SQL on sqlglot: DDL into specs, queries into Spark SQL and temporal joins."""
 
-from chronolake.joins.kind import JoinKind
+from chronolake.schema.join_kind import JoinKind
 from chronolake.sql.ddl import (
     DropStatement,
     QueryStatement,

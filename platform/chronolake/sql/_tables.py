@@ -5,7 +5,6 @@ from __future__ import annotations
 from pydantic import ValidationError
 from sqlglot import exp
 
-from chronolake.dialect import Flink, MetadataColumnConstraint, canonical_sql, normalize_type
 from chronolake.errors import DefinitionError
 from chronolake.schema import (
     ComputedColumn,
@@ -16,6 +15,7 @@ from chronolake.schema import (
     TableSpec,
     WatermarkSpec,
 )
+from chronolake.schema.dialect import Flink, MetadataColumnConstraint, canonical_sql, normalize_type
 from chronolake.sql._names import relation_name
 
 Column = PhysicalColumn | ComputedColumn | MetadataColumn

@@ -23,9 +23,9 @@ from typing import TypeVar
 import sqlglot
 from sqlglot import exp
 
-from chronolake.dialect import expression_type, parse_expression, parse_type, spark_sql
 from chronolake.errors import DefinitionError
 from chronolake.schema import ComputedColumn, TableSpec
+from chronolake.schema.dialect import expression_type, parse_expression, parse_type, spark_sql
 from chronolake.watermarks.watermark import LONG_MIN
 
 FUNCTION = "CURRENT_WATERMARK"

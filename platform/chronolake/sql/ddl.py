@@ -21,9 +21,9 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
 
-from chronolake.dialect import canonical_sql, parse_flink
 from chronolake.errors import DefinitionError
 from chronolake.schema import TableSpec, ViewSpec
+from chronolake.schema.dialect import canonical_sql, parse_flink
 from chronolake.sql._names import relation_name
 from chronolake.sql._tables import table_spec
 from chronolake.sql.existing import (

@@ -24,10 +24,10 @@ from decimal import Decimal, InvalidOperation
 from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
 
-from chronolake.dialect import canonical_sql, spark_sql
 from chronolake.errors import DefinitionError, UnknownNameError
-from chronolake.joins.kind import JoinKind
 from chronolake.schema import StartupMode, TableSpec, ViewSpec
+from chronolake.schema.dialect import canonical_sql, spark_sql
+from chronolake.schema.join_kind import JoinKind
 from chronolake.schema.options import ChangelogMode
 from chronolake.sql._names import relation_name
 from chronolake.sql.query import parse_query

@@ -14,9 +14,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
 
-from chronolake.dialect import canonical_sql, parse_expression, spark_sql
 from chronolake.errors import DefinitionError
-from chronolake.joins.kind import JoinKind
+from chronolake.schema.dialect import canonical_sql, parse_expression, spark_sql
+from chronolake.schema.join_kind import JoinKind
 from chronolake.sql._names import relation_name
 
 

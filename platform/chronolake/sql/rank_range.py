@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from chronolake.dialect import canonical_sql
 from chronolake.errors import DefinitionError
+from chronolake.schema.dialect import canonical_sql
 
 _COMPARISONS = (exp.EQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 _MIRRORED: dict[type[exp.Expr], type[exp.Expr]] = {

@@ -24,8 +24,8 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
 
-from chronolake.dialect import Flink, TableArgument, expression_type
 from chronolake.errors import DefinitionError, UnknownNameError
+from chronolake.schema.dialect import Flink, TableArgument, expression_type
 from chronolake.schema.spec import (
     ComputedColumn,
     MetadataColumn,
@@ -33,9 +33,9 @@ from chronolake.schema.spec import (
     TableSpec,
     ViewSpec,
 )
+from chronolake.schema.windows import WINDOW_END, WINDOW_START, WINDOW_TIME
 from chronolake.sql._names import relation_name
 from chronolake.sql.query import parse_query
-from chronolake.windows.tvf import WINDOW_END, WINDOW_START, WINDOW_TIME
 
 Catalog = Mapping[str, TableSpec | ViewSpec]
 # A relation's columns: lower-cased name -> (name as declared, Flink type or UNKNOWN).

@@ -23,11 +23,11 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
 
-from chronolake.dialect import spark_sql
 from chronolake.errors import DefinitionError
-from chronolake.joins.kind import JoinKind
 from chronolake.lake.changelog import COMMIT_VERSION, POSITION, ROW_KIND, RowKind
 from chronolake.schema import TableSpec, ViewSpec
+from chronolake.schema.dialect import spark_sql
+from chronolake.schema.join_kind import JoinKind
 from chronolake.sql.query import TemporalJoinRef, parse_query, temporal_joins
 
 PROBE_VERSION = "__tj_probe_version"

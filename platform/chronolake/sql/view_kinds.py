@@ -30,9 +30,8 @@ from collections.abc import Mapping
 from pyspark.sql.types import StructType
 from sqlglot import exp
 
-from chronolake.dialect import flink_type
 from chronolake.errors import DefinitionError
-from chronolake.joins.kind import JoinKind
+from chronolake.schema.join_kind import JoinKind
 from chronolake.schema.options import ChangelogMode, DeltaOptions
 from chronolake.schema.spec import (
     PhysicalColumn,
@@ -42,13 +41,14 @@ from chronolake.schema.spec import (
     ViewSpec,
     WatermarkSpec,
 )
+from chronolake.schema.windows import WINDOW_END, WINDOW_START, WINDOW_TIME
+from chronolake.spark.types import flink_type
 from chronolake.sql._names import lookup, relation_name
 from chronolake.sql.current_watermark import refuse_current_watermark
 from chronolake.sql.interval import is_interval_join, plan_interval_join
 from chronolake.sql.query import TemporalJoinRef, parse_query, temporal_joins
 from chronolake.sql.window import is_window_aggregate
 from chronolake.sql.window_rank import is_window_rank, rank_outline
-from chronolake.windows.tvf import WINDOW_END, WINDOW_START, WINDOW_TIME
 
 Catalog = Mapping[str, TableSpec | ViewSpec]
 

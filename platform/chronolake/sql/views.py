@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 
 from sqlglot import exp
 
-from chronolake.dialect import canonical_sql
 from chronolake.errors import DefinitionError
+from chronolake.schema.dialect import canonical_sql
 from chronolake.schema.spec import DeduplicationSpec, KeepRow, TableSpec, ViewSpec
 from chronolake.sql._names import lookup, relation_name
 from chronolake.sql.query import parse_query
@@ -72,7 +72,7 @@ def view_spec(create: exp.Create, catalog: Catalog) -> ViewSpec:
 def kept_row_selects(query: str) -> tuple[str, str]:
     """A deduplication view's two SELECTs without the ranking, each over one relation: the
     inner one over the source, the outer one over the inner's rows. Applied to the row each
-    key keeps, they give the view's row (`chronolake.relations.through_view_rows`)."""
+    key keeps, they give the view's row (`chronolake.catalog.relations.through_view_rows`)."""
     outer = parse_query(query)
     assert isinstance(outer, exp.Select)
     source = _from(outer)

@@ -16,7 +16,7 @@ Rules, as in Flink: the source is a table (`TABLE t`); `HOP(TABLE t,
 DESCRIPTOR(c), slide, size)` with size a whole multiple of slide, `CUMULATE(TABLE
 t, DESCRIPTOR(c), step, size)` with size a whole multiple of step; an optional
 last interval is the window offset (any sign; TUMBLE's shorter than its size);
-arguments may be named (`SIZE => INTERVAL ...`, `chronolake.dialect`); the DESCRIPTOR
+arguments may be named (`SIZE => INTERVAL ...`, `chronolake.schema.dialect`); the DESCRIPTOR
 column is the source's rowtime attribute when it declares `WATERMARK FOR`; a
 source without one follows processing time (its windows close by the clock)
 and the DESCRIPTOR column must then be a TIMESTAMP or TIMESTAMP_LTZ column;
@@ -36,14 +36,6 @@ from decimal import Decimal, InvalidOperation
 from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
 
-from chronolake.dialect import (
-    TableArgument,
-    canonical_sql,
-    expression_type,
-    is_timestamp_type,
-    row_field_type,
-    spark_sql,
-)
 from chronolake.errors import DefinitionError
 from chronolake.schema import (
     ComputedColumn,
@@ -53,11 +45,24 @@ from chronolake.schema import (
     TableSpec,
     ViewSpec,
 )
+from chronolake.schema.dialect import (
+    TableArgument,
+    canonical_sql,
+    expression_type,
+    is_timestamp_type,
+    row_field_type,
+    spark_sql,
+)
+from chronolake.schema.windows import (
+    WINDOW_COLUMNS,
+    WINDOW_END,
+    WINDOW_START,
+    WindowKind,
+    Windows,
+)
 from chronolake.sql._names import lookup, relation_name
 from chronolake.sql.query import parse_query
-from chronolake.windows.tvf import WINDOW_END, WINDOW_START, WINDOW_TIME, WindowKind, Windows
 
-WINDOW_COLUMNS = (WINDOW_START, WINDOW_END, WINDOW_TIME)
 _WINDOW_FUNCTIONS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
 _UNIT_MS = {"SECOND": 1_000, "MINUTE": 60_000, "HOUR": 3_600_000, "DAY": 86_400_000}
 _OTHER_CLAUSES = {

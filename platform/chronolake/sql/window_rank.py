@@ -36,22 +36,21 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
 
-from chronolake.dialect import TableArgument, canonical_sql, spark_sql
 from chronolake.errors import DefinitionError
 from chronolake.schema import TableSpec, ViewSpec
+from chronolake.schema.dialect import TableArgument, canonical_sql, spark_sql
 from chronolake.schema.spec import KeepRow
+from chronolake.schema.windows import WINDOW_COLUMNS, WINDOW_END, WINDOW_START, WINDOW_TIME
 from chronolake.sql._names import relation_name
 from chronolake.sql.query import parse_query
 from chronolake.sql.rank_range import is_rank_column, rank_range
 from chronolake.sql.window import (
-    WINDOW_COLUMNS,
     WindowItem,
     WindowPlan,
     is_window_aggregate,
     plan_window_aggregate,
     refuse_repeated_names,
 )
-from chronolake.windows.tvf import WINDOW_END, WINDOW_START, WINDOW_TIME
 
 RANK_COLUMN = "__w_rank"
 """The rank number's column in the ranked rows (the view names it as its SELECT says)."""

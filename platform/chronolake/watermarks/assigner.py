@@ -26,15 +26,15 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StringType
 
-from chronolake.dialect import (
+from chronolake.errors import DefinitionError
+from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_TIMESTAMP, COMMIT_VERSION
+from chronolake.schema import ComputedColumn, EmitStrategy, TableSpec
+from chronolake.schema.dialect import (
     is_system_rowtime_call,
     is_system_watermark_call,
     parse_expression,
     spark_sql,
 )
-from chronolake.errors import DefinitionError
-from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_TIMESTAMP, COMMIT_VERSION
-from chronolake.schema import ComputedColumn, EmitStrategy, TableSpec
 from chronolake.schema.options import SPLIT_BY_PARTITIONS
 from chronolake.watermarks._failures import raise_strategy_failure
 from chronolake.watermarks.millis import (
@@ -112,7 +112,7 @@ class WatermarkAssigner(BaseModel):
     arrival order (`_commit_version`, `_position`); a generated value is
     emitted only if it is non-null and larger than the split's last one. The
     strategy is Flink SQL as in the DDL (e.g. `order_time - INTERVAL '5'
-    SECOND`), translated by `chronolake.dialect` and evaluated by Spark, so
+    SECOND`), translated by `chronolake.schema.dialect` and evaluated by Spark, so
     functions registered with `spark.udf.register` work; it returns a nullable
     TIMESTAMP, TIMESTAMP_LTZ or BIGINT (epoch ms). The source
     watermark is the minimum over the active splits and never decreases. With

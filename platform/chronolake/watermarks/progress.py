@@ -54,7 +54,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from chronolake.spark_session import join_local
+from chronolake.spark.session import join_local
 from chronolake.watermarks.valve import source_watermark
 from chronolake.watermarks.watermark import LONG_MAX, LONG_MIN
 

@@ -17,61 +17,39 @@ All of it is Spark column arithmetic (lazy); `bounds` is an array to explode.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
-
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+
+from chronolake.schema.windows import WindowKind, Windows
 
 START = "start"
 END = "end"
 
 
-class WindowKind(StrEnum):
-    """The window table functions."""
-
-    TUMBLE = "TUMBLE"
-    HOP = "HOP"
-    CUMULATE = "CUMULATE"
-    SESSION = "SESSION"  # merging windows: `chronolake.windows.session`, not `Windows`
+def last_end(windows: Windows, rowtime_ms: Column) -> Column:
+    """The largest end of the windows holding `rowtime_ms`: once it fired, the row is done."""
+    every = windows.size_ms if windows.kind is WindowKind.CUMULATE else windows.slide_ms
+    return _start(windows, rowtime_ms, every) + F.lit(windows.size_ms)
 
 
-@dataclass(frozen=True)
-class Windows:
-    """The windows of one window table function call.
-
-    `size_ms`: the window size (CUMULATE: the max size). `slide_ms`: the slide
-    (TUMBLE: the size; CUMULATE: the step). `offset_ms`: Flink's optional offset,
-    shifting every window bound; any sign or magnitude (checked by the callers).
-    """
-
-    kind: WindowKind
-    size_ms: int
-    slide_ms: int
-    offset_ms: int = 0
-
-    def last_end(self, rowtime_ms: Column) -> Column:
-        """The largest end of the windows holding `rowtime_ms`: once it fired, the row is done."""
-        every = self.size_ms if self.kind is WindowKind.CUMULATE else self.slide_ms
-        return self._start(rowtime_ms, every) + F.lit(self.size_ms)
-
-    def bounds(self, rowtime_ms: Column) -> Column:
-        """Every window holding `rowtime_ms`, as `array<struct<start, end>>` (epoch ms)."""
-        size, slide = F.lit(self.size_ms).cast("long"), F.lit(self.slide_ms).cast("long")
-        if self.kind is WindowKind.CUMULATE:
-            start = self._start(rowtime_ms, self.size_ms)
-            first_end = self._start(rowtime_ms, self.slide_ms) + slide
-            return F.transform(
-                F.sequence(first_end, start + size, slide),
-                lambda end: F.struct(start.alias(START), end.alias(END)),
-            )
-        last_start = self._start(rowtime_ms, self.slide_ms)
+def bounds(windows: Windows, rowtime_ms: Column) -> Column:
+    """Every window holding `rowtime_ms`, as `array<struct<start, end>>` (epoch ms)."""
+    size, slide = F.lit(windows.size_ms).cast("long"), F.lit(windows.slide_ms).cast("long")
+    if windows.kind is WindowKind.CUMULATE:
+        start = _start(windows, rowtime_ms, windows.size_ms)
+        first_end = _start(windows, rowtime_ms, windows.slide_ms) + slide
         return F.transform(
-            F.sequence(last_start - size + slide, last_start, slide),
-            lambda start: F.struct(start.alias(START), (start + size).alias(END)),
+            F.sequence(first_end, start + size, slide),
+            lambda end: F.struct(start.alias(START), end.alias(END)),
         )
+    last_start = _start(windows, rowtime_ms, windows.slide_ms)
+    return F.transform(
+        F.sequence(last_start - size + slide, last_start, slide),
+        lambda start: F.struct(start.alias(START), (start + size).alias(END)),
+    )
 
-    def _start(self, rowtime_ms: Column, every: int) -> Column:
-        """Flink's `getWindowStartWithOffset(ts, offset, every)`."""
-        shifted = rowtime_ms.cast("long") - F.lit(self.offset_ms).cast("long")
-        return rowtime_ms.cast("long") - F.pmod(shifted, F.lit(every).cast("long"))
+
+def _start(windows: Windows, rowtime_ms: Column, every: int) -> Column:
+    """Flink's `getWindowStartWithOffset(ts, offset, every)`."""
+    shifted = rowtime_ms.cast("long") - F.lit(windows.offset_ms).cast("long")
+    return rowtime_ms.cast("long") - F.pmod(shifted, F.lit(every).cast("long"))

@@ -50,15 +50,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from chronolake.errors import DefinitionError, RunError
+from chronolake.schema.windows import WINDOW_END, WINDOW_START, WINDOW_TIME, WindowKind, Windows
 from chronolake.watermarks.assigner import LATE_COLUMN, WATERMARK_COLUMN, AssignedChangelog
 from chronolake.watermarks.late import LateReason, count_by_reason, side_table_rows
 from chronolake.watermarks.millis import millis_timestamp, timestamp_millis
 from chronolake.watermarks.watermark import LONG_MAX
-from chronolake.windows.assign import END, START, WindowKind, Windows
-
-WINDOW_START = "window_start"
-WINDOW_END = "window_end"
-WINDOW_TIME = "window_time"
+from chronolake.windows.assign import END, START, bounds, last_end
 
 _WINDOW = "__window"
 _LAST_END_MS = "__window_last_end_ms"
@@ -330,7 +327,7 @@ def split_windows(
     pending = current if state is None else _with_state(current, state)
     # A row is unusable when even its last window (the one with the largest end) has fired.
     rowtime_ms = timestamp_millis(rowtime, rowtime_type)
-    pending = pending.withColumn(_LAST_END_MS, windows.last_end(rowtime_ms))
+    pending = pending.withColumn(_LAST_END_MS, last_end(windows, rowtime_ms))
     fully_late = F.col(_LAST_END_MS) - 1 <= F.col(WATERMARK_COLUMN)
     closed_rows = side_table_rows(
         pending.filter(fully_late).drop(_LAST_END_MS), LateReason.WINDOW_CLOSED
@@ -346,7 +343,7 @@ def split_windows(
 
     inputs = [F.col(f"`{c}`") for c in current.columns]
     fired = live.select(
-        *inputs, F.explode(F.filter(windows.bounds(rowtime_ms), fires_now)).alias(_WINDOW)
+        *inputs, F.explode(F.filter(bounds(windows, rowtime_ms), fires_now)).alias(_WINDOW)
     ).select(*inputs, *_window_columns(F.col(_WINDOW), rowtime_type))
     open_rows = live.filter(F.col(_LAST_END_MS) - 1 > F.lit(ending)).drop(_LAST_END_MS)
     return WindowSplit(
@@ -360,8 +357,8 @@ def open_windows(
     """The distinct windows (`window_start`, `window_end`) still open after watermark
     `ending`, from the state rows `split_windows` returned (lazy)."""
     rowtime_type = open_rows.select(rowtime).schema[0].dataType
-    bounds = windows.bounds(timestamp_millis(rowtime, rowtime_type))
-    still_open = F.filter(bounds, lambda window: window.getField(END) - 1 > F.lit(ending))
+    held = bounds(windows, timestamp_millis(rowtime, rowtime_type))
+    still_open = F.filter(held, lambda window: window.getField(END) - 1 > F.lit(ending))
     return (
         open_rows.select(F.explode(still_open).alias(_WINDOW))
         .distinct()

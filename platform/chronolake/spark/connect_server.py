@@ -1,13 +1,13 @@
 """A local Spark Connect server, started from the pyspark package's own Spark.
 
 A run through Spark Connect (`spark.remote`) does its Spark work in a server that outlives
-the run, so runs skip the JVM's start and warm-up. `python -m chronolake.connect_server
+the run, so runs skip the JVM's start and warm-up. `python -m chronolake.spark.connect_server
 [PORT [LAKE]]` runs one in the foreground (port 15002 by default; a LAKE on a bucket loads
 S3A, and `CHRONOLAKE_BACKEND=delta-spark` Delta's jars); the tests and the run-overhead
 benchmark start one on a free port with `running_connect_server`.
 
 The server and every port its JVM opens listen on loopback only
-(`chronolake.spark_session.loopback_settings`), and it serves only clients that bring its
+(`chronolake.spark.session.loopback_settings`), and it serves only clients that bring its
 token, since any local user reaches loopback: the token goes to the server in its
 environment (`TOKEN_ENV`, which `ps` does not show) and to its clients in the URL
 (`sc://localhost:PORT/;token=...`) or the same variable. pyspark's client sends a token to a
@@ -29,19 +29,16 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pyspark
 
-from chronolake.spark_session import (
+from chronolake.location import LocationLike
+from chronolake.spark.session import (
     local_spark_conf,
     loopback_settings,
     pass_on_stderr,
     worker_python,
 )
-
-if TYPE_CHECKING:
-    from chronolake.lake.storage import LocationLike
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 SERVER_MASTER = "local[*]"
@@ -79,7 +76,7 @@ def server_command(
     settings, `loopback_settings` and `RELEASE_SETTINGS` (`settings` override them); with
     `ui_port`, its Spark UI is on there, where a run counts each stage's Spark jobs
     (`chronolake.dagster.spark_jobs`). With the delta-spark backend or a `lake` on a bucket
-    it loads what they need (`chronolake.stack`). The token is not here: see
+    it loads what they need (`chronolake.spark.stack`). The token is not here: see
     `server_environment`."""
     conf = {**local_spark_conf(lake), **loopback_settings(SERVER_MASTER).conf, **RELEASE_SETTINGS,
             **(settings or {}), "spark.connect.grpc.binding.port": str(port)}
@@ -213,7 +210,7 @@ def main() -> None:
     """Run a server in the foreground on the port given (else `DEFAULT_PORT`) for the lake
     given (its location decides whether S3A is loaded), serving the
     clients that bring the token in `TOKEN_ENV`, its stderr passed on without the JVM's
-    notices (`chronolake.spark_session.JVM_NOTICES`).
+    notices (`chronolake.spark.session.JVM_NOTICES`).
 
     The token comes from the environment, not made here: printed, it would stay in the
     terminal or the service's journal; its clients read it from the same variable.
@@ -223,7 +220,7 @@ def main() -> None:
     token = os.environ.get(TOKEN_ENV, "")
     if not token:
         msg = (
-            f"chronolake.connect_server: no token for the server's clients: {TOKEN_ENV} is "
+            f"chronolake.spark.connect_server: no token for the server's clients: {TOKEN_ENV} is "
             "not set. Export one in this shell and in its clients' (pyspark reads it there "
             "when the sc:// URL has none), e.g.\n"
             f"  export {TOKEN_ENV}=\"$(python -c 'import secrets; "

@@ -25,9 +25,10 @@ from pyspark.sql.types import StructField, StructType
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from chronolake.dialect import canonical_sql, flink_type, parse_type
 from chronolake.errors import DefinitionError
+from chronolake.schema.dialect import canonical_sql, parse_type
 from chronolake.schema.spec import TableSpec
+from chronolake.spark.types import flink_type
 
 _INTEGERS = (exp.DType.TINYINT, exp.DType.SMALLINT, exp.DType.INT, exp.DType.BIGINT)
 _DIGITS = {exp.DType.TINYINT: 3, exp.DType.SMALLINT: 5, exp.DType.INT: 10, exp.DType.BIGINT: 19}

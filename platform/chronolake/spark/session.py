@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, NamedTuple
+from typing import IO, NamedTuple
 
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
@@ -20,11 +20,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from chronolake.class_archive import driver_java_options
-from chronolake.stack import stack_settings
-
-if TYPE_CHECKING:
-    from chronolake.lake.storage import LocationLike
+from chronolake.location import LocationLike
+from chronolake.spark.class_archive import driver_java_options
+from chronolake.spark.stack import stack_settings
 
 
 def worker_python() -> dict[str, str]:
@@ -160,10 +158,10 @@ def local_spark_conf(
     lake: LocationLike | None = None, *, backend: str | None = None
 ) -> dict[str, str]:
     """`LOCAL_SPARK_CONF`, what the lake backend and a lake at `lake` need
-    (`chronolake.stack.stack_settings`: Delta's jars and extension for delta-spark, S3A for a
+    (`chronolake.spark.stack.stack_settings`: Delta's jars and extension for delta-spark, S3A for a
     bucket), plus the driver's JVM options: `java_options`, the logging's
     (`logging_java_options`) and those that map the class archive of that set of jars once
-    `./dev` has built it (`chronolake.class_archive`)."""
+    `./dev` has built it (`chronolake.spark.class_archive`)."""
     stack = stack_settings(lake, backend=backend)
     archive = driver_java_options(stack.get("spark.jars"))
     options = " ".join(o for o in (java_options(), logging_java_options(), archive) if o)

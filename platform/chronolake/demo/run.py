@@ -14,8 +14,8 @@ from dagster import (
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from chronolake.dagster_home import DAGSTER_HOME, write_instance_settings
-from chronolake.demo import build_demo_lake
+from chronolake.dagster.home import DAGSTER_HOME, write_instance_settings
+from chronolake.demo.lake import build_demo_lake
 from chronolake.errors import DefinitionError
 
 DEMO_JOBS = ("observe_sources", "refresh_views")

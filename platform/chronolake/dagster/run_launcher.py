@@ -4,7 +4,7 @@ Dagster's default launcher asks the code server to spawn a process per run, and 
 imports Dagster, Spark's client, pyarrow, delta-rs, sqlglot and chronolake and opens the
 instance afresh: about two of the three seconds a UI run takes when there is nothing new
 (`benchmarks/README.md`, "Runs launched from the UI"). `PrewarmedRunLauncher` starts one
-process that does all that once (`python -m chronolake.run_launcher`, the run forker) and
+process that does all that once (`python -m chronolake.dagster.run_launcher`, the run forker) and
 forks it for each run, which then executes as `dagster api execute_run` would (the run's
 `job_code_origin` and the instance's ref). The code location itself is loaded by the run,
 as always, so definitions and the lake's catalog are read afresh. A forker whose imported
@@ -56,10 +56,10 @@ class PrewarmedRunLauncher(RunLauncher, ConfigurableClass):
     runs it cannot fork (a code location in another Python environment or with an entry
     point of its own) go to Dagster's `DefaultRunLauncher`, through the code server.
 
-    Example `dagster.yaml` (`chronolake.dagster_home` writes it for the reference platform):
+    Example `dagster.yaml` (`chronolake.dagster.home` writes it for the reference platform):
 
         run_launcher:
-          module: chronolake.run_launcher
+          module: chronolake.dagster.run_launcher
           class: PrewarmedRunLauncher
     """
 

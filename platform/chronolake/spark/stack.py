@@ -3,7 +3,7 @@ backend switch, Delta's JVM settings and the S3A settings.
 
 `CHRONOLAKE_BACKEND` (`auto` | `delta-rs` | `delta-spark`) is read here and nowhere else. With
 `delta-spark`, the sessions chronolake starts (local, the Dagster resource's, its Connect
-server) load Delta's pinned jars (`chronolake.jars`) and its extension and catalog, so Delta's
+server) load Delta's pinned jars (`chronolake.spark.jars`) and its extension and catalog, so Delta's
 JVM writer commits what chronolake writes through Spark. With a lake on `s3://`, they load
 S3A and translate the standard AWS environment that obstore and delta-rs read
 (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ALLOW_HTTP`) into `spark.hadoop.fs.s3a.*`, since S3A
@@ -19,15 +19,13 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import Literal, get_args
 from urllib.parse import urlparse
 
 from chronolake.errors import DefinitionError
-from chronolake.jars import JarFetchError, JarSet, jar_paths
-from chronolake.jvm_classes import built_jar
-
-if TYPE_CHECKING:
-    from chronolake.lake.storage import LocationLike
+from chronolake.location import LocationLike
+from chronolake.spark.jars import JarFetchError, JarSet, jar_paths
+from chronolake.spark.jvm_classes import built_jar
 
 BackendChoice = Literal["auto", "delta-rs", "delta-spark"]
 BACKEND_ENV = "CHRONOLAKE_BACKEND"

@@ -18,7 +18,6 @@ import re
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
-from pyspark.sql import types as T
 from sqlglot import exp, generator, parser, tokens
 from sqlglot.dialects.dialect import Dialect, NormalizationStrategy
 from sqlglot.errors import ParseError, TokenError
@@ -274,11 +273,15 @@ def parse_type(text: str) -> exp.DataType:
         msg = f"unsupported type {text!r}; supported types are {', '.join(_SUPPORTED_TYPES)}"
         raise DefinitionError(msg)
     for node in data_type.find_all(exp.DataType):
-        if node.this not in _SPARK_TYPES and node.this is not exp.DType.STRUCT:
+        if node.this not in SUPPORTED_KINDS and node.this is not exp.DType.STRUCT:
             msg = (
                 f"unsupported type {node.sql(dialect=Flink)} in {text!r}; supported types are "
                 f"{', '.join(_SUPPORTED_TYPES)}"
             )
+            raise DefinitionError(msg)
+        written = _ELEMENT_TYPES.get(node.this)
+        if written and len(node.expressions) != written.count(",") + 1:
+            msg = f"{node.this.value} in {text!r} needs its element types: write {written}"
             raise DefinitionError(msg)
         defaults = _DEFAULT_PRECISION.get(node.this)
         if defaults and not node.expressions:
@@ -378,62 +381,30 @@ def row_field_type(type_text: str, field: str) -> str | None:
     return None
 
 
-def flink_type(data_type: T.DataType) -> str:
-    """The Flink type of a Spark type (`TimestampNTZType` -> `TIMESTAMP(6)`): how a derived
-    table's stored columns are declared when it is read as a source."""
-    text = data_type.simpleString()
-    node = exp.DataType.build(text, dialect="spark")
-    for inner in node.find_all(exp.DataType):
-        if inner.this is exp.DType.TIMESTAMPNTZ:
-            inner.set("this", exp.DType.TIMESTAMP)
-        elif inner.this is exp.DType.TIMESTAMPTZ:
-            inner.set("this", exp.DType.TIMESTAMPLTZ)
-    return normalize_type(node.sql(dialect=Flink))
-
-
-def spark_type(flink_type: str) -> T.DataType:
-    """The Spark type that holds values of a Flink type (`TIMESTAMP(3)` -> `TimestampNTZType`)."""
-    return _spark_type(parse_type(flink_type))
-
-
-def _spark_type(data_type: exp.DataType) -> T.DataType:
-    kind = data_type.this
-    if kind is exp.DType.STRUCT:
-        return T.StructType([
-            T.StructField(column.name, _spark_type(column.args["kind"]))
-            for column in data_type.expressions
-        ])
-    if kind is exp.DType.ARRAY:
-        return T.ArrayType(_spark_type(data_type.expressions[0]))
-    if kind is exp.DType.MAP:
-        key, value = data_type.expressions
-        return T.MapType(_spark_type(key), _spark_type(value))
-    if kind is exp.DType.DECIMAL:
-        precision, scale = (int(p.name) for p in data_type.expressions)
-        return T.DecimalType(precision, scale)
-    return _SPARK_TYPES[kind]()
-
-
-_SPARK_TYPES: dict[exp.DType, type[T.DataType]] = {
-    exp.DType.TEXT: T.StringType,
-    exp.DType.VARCHAR: T.StringType,
-    exp.DType.CHAR: T.StringType,
-    exp.DType.BOOLEAN: T.BooleanType,
-    exp.DType.TINYINT: T.ByteType,
-    exp.DType.SMALLINT: T.ShortType,
-    exp.DType.INT: T.IntegerType,
-    exp.DType.BIGINT: T.LongType,
-    exp.DType.FLOAT: T.FloatType,
-    exp.DType.DOUBLE: T.DoubleType,
-    exp.DType.DECIMAL: T.DecimalType,
-    exp.DType.DATE: T.DateType,
-    exp.DType.TIMESTAMP: T.TimestampNTZType,
-    exp.DType.TIMESTAMPLTZ: T.TimestampType,
-    exp.DType.VARBINARY: T.BinaryType,
-    exp.DType.BINARY: T.BinaryType,
-    exp.DType.ARRAY: T.ArrayType,
-    exp.DType.MAP: T.MapType,
-}
+SUPPORTED_KINDS = frozenset({
+    exp.DType.TEXT,
+    exp.DType.VARCHAR,
+    exp.DType.CHAR,
+    exp.DType.BOOLEAN,
+    exp.DType.TINYINT,
+    exp.DType.SMALLINT,
+    exp.DType.INT,
+    exp.DType.BIGINT,
+    exp.DType.FLOAT,
+    exp.DType.DOUBLE,
+    exp.DType.DECIMAL,
+    exp.DType.DATE,
+    exp.DType.TIMESTAMP,
+    exp.DType.TIMESTAMPLTZ,
+    exp.DType.VARBINARY,
+    exp.DType.BINARY,
+    exp.DType.ARRAY,
+    exp.DType.MAP,
+})
+"""The Flink types a declaration may use (besides ROW): each has a Spark type in
+`chronolake.spark.types`."""
+_ELEMENT_TYPES = {exp.DType.ARRAY: "ARRAY<t>", exp.DType.MAP: "MAP<k, v>"}
+"""The collection types, which are declared with their element types, as each is written."""
 _SUPPORTED_TYPES = (
     "STRING", "VARCHAR(n)", "CHAR(n)", "BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT",
     "FLOAT", "DOUBLE", "DECIMAL(p, s)", "DATE", "TIMESTAMP(p)", "TIMESTAMP_LTZ(p)", "BYTES",
@@ -511,7 +482,7 @@ def _to_spark_type(data_type: exp.DataType) -> exp.DataType:
         return exp.DataType(this=exp.DType.TIMESTAMP)
     if kind in (exp.DType.VARCHAR, exp.DType.CHAR):
         return exp.DataType(this=exp.DType.TEXT)
-    if kind not in _SPARK_TYPES and kind is not exp.DType.STRUCT:
+    if kind not in SUPPORTED_KINDS and kind is not exp.DType.STRUCT:
         msg = (
             f"type {data_type.sql(dialect=Flink)} has no Spark equivalent; use one of "
             f"{', '.join(_SUPPORTED_TYPES)}"

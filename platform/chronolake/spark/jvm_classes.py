@@ -3,10 +3,10 @@
 A class compiled against one Delta or Hadoop may not link against another, so each jar is
 built by `javac` on first use and cached under the SHA-256 of its sources and of the jars it
 was compiled against (`<jar cache>/built/<sha256>/chronolake-<name>.jar`, beside the pinned
-jars of `chronolake.jars`). A second session, or a fresh clone on the same machine, compiles
+jars of `chronolake.spark.jars`). A second session, or a fresh clone on the same machine, compiles
 nothing. Only the first build needs a JDK.
 
-`python -m chronolake.jvm_classes NAME` prints the jar's path (building it if need be), for a
+`python -m chronolake.spark.jvm_classes NAME` prints the jar's path (building it if need be), for a
 session the user brings.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 import pyspark
 
 from chronolake.errors import ChronolakeError
-from chronolake.jars import SPARK_HOME, JarSet, cache_dir, jar_paths
+from chronolake.spark.jars import SPARK_HOME, JarSet, cache_dir, jar_paths
 
 SOURCES = Path(__file__).with_name("jvm")
 """One folder of Java sources per jar (`jvm/<name>/<package path>/<Class>.java`)."""
@@ -100,7 +100,7 @@ def _java_bin_path() -> str:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in LINKS_AGAINST:
-        sys.exit(f"usage: python -m chronolake.jvm_classes {{{' | '.join(LINKS_AGAINST)}}}")
+        sys.exit(f"usage: python -m chronolake.spark.jvm_classes {{{' | '.join(LINKS_AGAINST)}}}")
     try:
         print(built_jar(sys.argv[1]))
     except ChronolakeError as error:

@@ -9,7 +9,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from chronolake.dialect import spark_sql, spark_type, to_spark_sql
 from chronolake.errors import DefinitionError
 from chronolake.lake import LakeBackend, read_changelog, read_table_state
 from chronolake.lake.changelog import (
@@ -18,8 +17,10 @@ from chronolake.lake.changelog import (
     SYSTEM_COLUMNS,
 )
 from chronolake.lake.reader import latest_per_key
-from chronolake.lake.storage import Location
+from chronolake.location import Location
 from chronolake.schema import ChangelogMode, ComputedColumn, MetadataColumn, MetadataKey, TableSpec
+from chronolake.schema.dialect import spark_sql, to_spark_sql
+from chronolake.spark.types import spark_type
 from chronolake.sql.current_watermark import HeldWatermark, bind, calls
 from chronolake.sql.query import parse_query
 

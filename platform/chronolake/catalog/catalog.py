@@ -23,7 +23,14 @@ from pydantic import (
 from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
-from chronolake.dialect import spark_sql
+from chronolake.catalog.relations import changelog_dataframe, relation_dataframe
+from chronolake.catalog.removal import (
+    RemovedData,
+    has_view_data,
+    removal_lock,
+    remove_view_data,
+)
+from chronolake.catalog.stored_types import check_stored_types
 from chronolake.errors import ChronolakeError, DefinitionError, SourceError, UnknownNameError
 from chronolake.joins.temporal import (
     join_query,
@@ -36,19 +43,14 @@ from chronolake.lake import LakeBackend, backend_for
 from chronolake.lake.layout import catalog_dir, output_path, table_location, view_data_keys
 from chronolake.lake.reader import latest_per_key
 from chronolake.lake.stamps import latest_recorded_watermark
-from chronolake.lake.storage import Location, LocationLike, Storage, as_location
+from chronolake.lake.storage import Storage
 from chronolake.lake.tables import stored_schema
-from chronolake.relations import changelog_dataframe, relation_dataframe
-from chronolake.runtime.removal import (
-    RemovedData,
-    has_view_data,
-    removal_lock,
-    remove_view_data,
-)
+from chronolake.location import Location, LocationLike, as_location
 from chronolake.schema import ChangelogMode, StartupMode, TableSpec, ViewSpec
+from chronolake.schema.dialect import spark_sql
 from chronolake.schema.spec import KeepRow
-from chronolake.schema.type_compat import check_stored_types
-from chronolake.spark_session import local_spark_session
+from chronolake.spark.session import local_spark_session
+from chronolake.spark.stack import BackendChoice, chosen_backend
 from chronolake.sql.current_watermark import HeldWatermark, bind, held_by, uses_current_watermark
 from chronolake.sql.ddl import DropStatement, QueryStatement, Statement, parse_statements
 from chronolake.sql.existing import (
@@ -74,7 +76,6 @@ from chronolake.sql.view_kinds import (
     plain_source,
     through_view_spec,
 )
-from chronolake.stack import BackendChoice, chosen_backend
 from chronolake.watermarks.assigner import WatermarkAssigner
 
 Spec = TableSpec | ViewSpec
@@ -538,7 +539,7 @@ class Catalog:
 
     def _check_stored_types(self, spec: TableSpec) -> None:
         """Refuse declared types that would change the values an existing Delta table holds
-        (`chronolake.schema.type_compat`); a table with no data yet may declare any."""
+        (`chronolake.catalog.stored_types`); a table with no data yet may declare any."""
         stored = stored_schema(self.table_path(spec))
         if stored is not None:
             check_stored_types(spec, stored)

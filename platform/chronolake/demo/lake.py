@@ -18,8 +18,9 @@ from typing import TypeVar
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from chronolake.lake.storage import Location, LocationLike, Storage, as_location
+from chronolake.lake.storage import Storage
 from chronolake.lake.tables import table_version
+from chronolake.location import Location, LocationLike, as_location
 
 DEMO_START = datetime(2026, 11, 2, 9, 0, 0)
 CURRENCIES = ("USD", "EUR", "JPY", "GBP", "CHF")

@@ -12,8 +12,8 @@ pyspark install has, run once with an empty `~/.m2` view (Spark's resolver trust
 Maven cache that holds a POM without its jar). A jar whose checksum differs from the lock is
 refused; nothing half-written ever lands in the cache.
 
-`python -m chronolake.jars fetch` fetches the sets every user may need, delta-spark and s3a
-(`./dev` does); `fetch s3-dynamodb` the opt-in one. `python -m chronolake.jars lock [SET ...]`
+`python -m chronolake.spark.jars fetch` fetches the sets every user may need, delta-spark and s3a
+(`./dev` does); `fetch s3-dynamodb` the opt-in one. `python -m chronolake.spark.jars lock [SET ...]`
 re-pins the sets named (all by default) after a version change in `ROOTS`, keeping the others.
 """
 
@@ -45,7 +45,7 @@ FETCH_TIMEOUT_SECONDS = 900
 
 class JarSet(StrEnum):
     """A stack of jars a session may load: Delta Lake's JVM classes, S3A for `s3://`, or
-    Delta's DynamoDB log store for several writers on S3 (`chronolake.stack`, opt-in)."""
+    Delta's DynamoDB log store for several writers on S3 (`chronolake.spark.stack`, opt-in)."""
 
     DELTA_SPARK = "delta-spark"
     S3A = "s3a"
@@ -148,7 +148,7 @@ def _fetch(jar_set: JarSet, jars: Sequence[LockedJar], *, progress: bool) -> Non
             if found is None:
                 msg = (f"{jar.coordinate}: Maven's resolution of {jar_set} did not return this "
                        f"pinned jar; expected every jar of {LOCK_FILE.name}; re-pin with "
-                       "'python -m chronolake.jars lock'")
+                       "'python -m chronolake.spark.jars lock'")
                 raise JarFetchError(msg)
             _store(found, jar)
 
@@ -229,8 +229,8 @@ def _lock_entry(jar_set: JarSet) -> dict[str, list]:
     entry = json.loads(LOCK_FILE.read_text())["sets"].get(jar_set.value)
     if entry is None:
         msg = (f"{LOCK_FILE.name} pins no {jar_set} jars ({', '.join(ROOTS[jar_set])}); pin "
-               f"them with 'python -m chronolake.jars lock {jar_set}' on a machine whose Maven "
-               "resolver serves those artifacts")
+               f"them with 'python -m chronolake.spark.jars lock {jar_set}' on a machine whose "
+               "Maven resolver serves those artifacts")
         raise JarFetchError(msg)
     return dict(entry)
 
@@ -259,7 +259,7 @@ def write_lock(only: Iterable[JarSet] | None = None) -> None:
                          + "\n")
 
 
-USAGE = ("usage: python -m chronolake.jars fetch [delta-spark] [s3a] [s3-dynamodb] "
+USAGE = ("usage: python -m chronolake.spark.jars fetch [delta-spark] [s3a] [s3-dynamodb] "
          "| lock [delta-spark] [s3a] [s3-dynamodb]")
 
 

@@ -27,7 +27,8 @@ from uuid import uuid4
 
 from chronolake.errors import RunLockedError
 from chronolake.lake.scratch import Writer
-from chronolake.lake.storage import STORAGE_ERRORS, LocationLike, Storage
+from chronolake.lake.storage import STORAGE_ERRORS, Storage
+from chronolake.location import LocationLike
 
 LEASE_TTL_S = 60.0
 """How long a lease stays its holder's without a renewal: far longer than the holder's

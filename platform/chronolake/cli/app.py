@@ -2,7 +2,7 @@
 platform, and show where every view stands.
 
 Errors end a command with exit code 1 and a few lines: chronolake's own as they are, an
-error Spark raises as one line (`chronolake.spark_errors`) with its full text in a log file
+error Spark raises as one line (`chronolake.spark.errors`) with its full text in a log file
 under `<lake>/_chronolake/logs/` (or on the console with `--verbose`). Ctrl-C ends any
 command with exit code 130 and one line saying what the lake holds.
 """
@@ -27,7 +27,8 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from chronolake.errors import ChronolakeError, SourceError
 from chronolake.lake.layout import LOGS_ROOT, SYSTEM_ROOT, has_catalog, holds_lake
-from chronolake.lake.storage import STORAGE_ERRORS, Location, LocationLike, Storage, as_location
+from chronolake.lake.storage import STORAGE_ERRORS, Storage
+from chronolake.location import Location, LocationLike, as_location
 from chronolake.runtime.source_checks import OverwritePolicy
 
 KEPT_LOGS = 20
@@ -94,7 +95,7 @@ class _Commands(click.Group):
                     "AWS_REGION, AWS_ENDPOINT_URL)", err=True,
                 )
                 ctx.exit(1)
-            from chronolake.spark_errors import is_spark_error
+            from chronolake.spark.errors import is_spark_error
 
             if not is_spark_error(error):
                 raise  # a bug: its traceback is what a report needs
@@ -182,9 +183,9 @@ def sql(
     from sqlglot import exp
 
     from chronolake.catalog import Catalog, Dropped
-    from chronolake.dialect import Flink, parse_flink
-    from chronolake.output import print_jsonl, print_table
+    from chronolake.cli.output import print_jsonl, print_table
     from chronolake.schema import TableSpec
+    from chronolake.schema.dialect import Flink, parse_flink
 
     step = _step()
     step.lake, step.verbose = lake, verbose
@@ -257,7 +258,7 @@ LAKE_OPTION = click.option(
 )
 def demo(project: Path, lake: Path | None) -> None:
     """Build the demo lake and materialize the reference platform once, through Dagster."""
-    from chronolake.demo_run import run_demo
+    from chronolake.demo.run import run_demo
 
     lake = (lake or project / "demo-lake").resolve()
     step = _step()
@@ -279,7 +280,7 @@ def dev(dagster_options: tuple[str, ...]) -> None:
     With CHRONOLAKE_SPARK_REMOTE or CHRONOLAKE_SPARK_MASTER set, the runs use that Spark and
     no server is started.
     """
-    from chronolake.connect_server import REMOTE_ENV, run_beside_a_server
+    from chronolake.spark.connect_server import REMOTE_ENV, run_beside_a_server
 
     dagster = Path(sys.executable).with_name("dagster")
     command = [str(dagster), "dev", "-w", "workspace.yaml", *dagster_options]
@@ -305,9 +306,9 @@ def feed(lake: LocationLike, seed: int | None) -> None:
 
     Then `chronolake run` a view (or materialize it in Dagster) to see them go through.
     """
-    from chronolake.demo import feed_demo_lake
+    from chronolake.cli.output import print_feed
+    from chronolake.demo.lake import feed_demo_lake
     from chronolake.lake.tables import is_table, table_version
-    from chronolake.output import print_feed
 
     step = _step()
     step.lake, step.doing = lake, "feeding the demo lake"
@@ -359,7 +360,7 @@ def run(
     """Bring the views TABLE... up to date, in the order given: read new commits, emit, commit
     exactly once. One Spark session serves them all."""
     from chronolake.catalog import Catalog
-    from chronolake.output import print_run
+    from chronolake.cli.output import print_run
     from chronolake.runtime.chain import behind, upstream_derived
     from chronolake.runtime.views import materialize_view
 
@@ -414,9 +415,9 @@ def run(
 def status(lake: LocationLike, output_format: str) -> None:
     """Show every table and view: kind, rowtime, watermark, pending rows, last run and, when
     it failed, its error."""
-    from chronolake.output import print_status, print_status_json
-    from chronolake.stack import backend_in_use
-    from chronolake.status import lake_status
+    from chronolake.cli.output import print_status, print_status_json
+    from chronolake.cli.status import lake_status
+    from chronolake.spark.stack import backend_in_use
 
     _step().lake = lake
     _require_lake(lake)
@@ -438,7 +439,7 @@ def _require_lake(lake: LocationLike) -> None:
 
 def _report_spark_error(error: BaseException, step: _Step) -> None:
     """Spark's error in a line, its full text in a log file (and with --verbose, here)."""
-    from chronolake.spark_errors import spark_error_line
+    from chronolake.spark.errors import spark_error_line
 
     full = "".join(traceback.format_exception(error))
     log = _write_log(step.lake, f"{' '.join(sys.argv)}\n{step.doing} failed\n\n{full}")

@@ -3,7 +3,7 @@
 Telemetry off and no community pop-up in the UI, so that `dagster dev` in the tour starts
 clean (and Dagster does not say that it found no dagster.yaml), and runs launched at once
 into processes started ahead of them.
-`./dev` writes it with `python -m chronolake.dagster_home .dagster-home`; `chronolake demo`
+`./dev` writes it with `python -m chronolake.dagster.home .dagster-home`; `chronolake demo`
 does when it makes the home.
 """
 
@@ -36,11 +36,11 @@ a one-second queue the gain was within the noise of `benchmarks/ui_runs.py`; thi
 simpler path. A second run of the same table started meanwhile is refused by the table's run
 lock, not queued. Set only where the instance configures no queue of its own."""
 PREWARMED_LAUNCH: dict[str, Any] = {
-    "module": "chronolake.run_launcher",
+    "module": "chronolake.dagster.run_launcher",
     "class": "PrewarmedRunLauncher",
 }
 """How a run's process starts: one that imported what runs need before the launch
-(`chronolake.run_launcher`), instead of a fresh one per run from the code server. Set only
+(`chronolake.dagster.run_launcher`), instead of a fresh one per run from the code server. Set only
 where the instance names no run launcher of its own."""
 _QUEUE_SETTINGS = ("run_coordinator", "run_queue", "concurrency")
 _EARLIER_DEFAULT = {
@@ -49,6 +49,8 @@ _EARLIER_DEFAULT = {
     "config": {"dequeue_interval_seconds": 1},
 }
 """The queue earlier versions wrote as their default: replaced, as not the user's choice."""
+_EARLIER_LAUNCH = {**PREWARMED_LAUNCH, "module": "chronolake.run_launcher"}
+"""Where the launcher lived before the package's tiers: replaced by where it is now."""
 
 
 def write_instance_settings(home: Path) -> Path:
@@ -62,7 +64,8 @@ def write_instance_settings(home: Path) -> Path:
     ours = settings.get("run_coordinator") == _EARLIER_DEFAULT
     if ours or not any(key in settings for key in _QUEUE_SETTINGS):
         merged["run_coordinator"] = IMMEDIATE_LAUNCH
-    merged.setdefault("run_launcher", PREWARMED_LAUNCH)
+    if settings.get("run_launcher") in (None, _EARLIER_LAUNCH):
+        merged["run_launcher"] = PREWARMED_LAUNCH
     if merged != settings or not home_storage.exists(path.name):
         home_storage.write_text(path.name, yaml.safe_dump(merged, sort_keys=False))
     return path

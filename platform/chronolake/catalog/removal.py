@@ -14,11 +14,12 @@ from contextlib import ExitStack, contextmanager
 from pydantic import BaseModel, ConfigDict, Field
 
 from chronolake.errors import RunLockedError
+from chronolake.faults import FaultPoint, fault_point
 from chronolake.lake.layout import lock_dir, view_data_keys
-from chronolake.lake.storage import LocationLike, Storage
+from chronolake.lake.lock import run_lock
+from chronolake.lake.storage import Storage
 from chronolake.lake.tables import readable_row_count
-from chronolake.runtime.faults import FaultPoint, fault_point
-from chronolake.runtime.lock import run_lock
+from chronolake.location import LocationLike
 
 
 class RemovedData(BaseModel):

@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from chronolake.catalog import load_entries
 from chronolake.lake.layout import output_path
 from chronolake.lake.stamps import stamped_watermark
-from chronolake.lake.storage import Location, LocationLike, as_location
 from chronolake.lake.tables import is_table, latest_commits
+from chronolake.location import Location, LocationLike, as_location
 from chronolake.runtime.checkpoint import CheckpointStore
 from chronolake.runtime.last_error import last_failure
 

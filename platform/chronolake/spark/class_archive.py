@@ -14,7 +14,7 @@ has an archive of its own, named by a digest of those jars, whose workload also 
 reads a Delta table, so Delta's classes are archived with Spark's.
 
 `./dev` builds the archives into the virtual environment after installing:
-`python -m chronolake.class_archive` (for the backend `CHRONOLAKE_BACKEND` chooses).
+`python -m chronolake.spark.class_archive` (for the backend `CHRONOLAKE_BACKEND` chooses).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from chronolake.stack import stack_settings
+from chronolake.spark.stack import stack_settings
 
 ARCHIVE_ENV = "CHRONOLAKE_SPARK_CLASS_ARCHIVE"
 """Overrides the archive's path; set it empty to start Spark without an archive."""
@@ -39,8 +39,8 @@ _WORKLOAD = """
 import sys
 from pyspark import SparkContext
 from pyspark.sql import SparkSession, Window, functions as F
-from chronolake.spark_session import LOCAL_SPARK_CONF, java_options
-from chronolake.stack import stack_settings
+from chronolake.spark.session import LOCAL_SPARK_CONF, java_options
+from chronolake.spark.stack import stack_settings
 builder = SparkSession.builder.master("local[*]")
 options = f"{java_options()} {sys.argv[2]}"
 stack = stack_settings()

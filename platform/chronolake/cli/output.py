@@ -14,10 +14,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from chronolake.lake.storage import Location
+from chronolake.cli.status import TableStatus
 from chronolake.lake.tables import latest_commits
+from chronolake.location import Location
 from chronolake.runtime.result import RunResult
-from chronolake.status import TableStatus
 
 
 def _portable(frame: DataFrame) -> DataFrame:
