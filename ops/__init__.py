@@ -29,7 +29,7 @@ from chronolake.dagster.automation import (
     source_paths,
 )
 from chronolake.dagster.resources import LakeResource
-from chronolake.demo import feed_demo_lake
+from chronolake.demo.lake import feed_demo_lake
 
 # Sources are observable source assets, which only `include_sources` (beta) selects by group.
 with warnings.catch_warnings(action="ignore", category=BetaWarning):

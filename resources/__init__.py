@@ -4,7 +4,7 @@ The lake root is `CHRONOLAKE_LAKE`, a folder or a URI (default: `demo-lake/` in 
 Spark is local unless `CHRONOLAKE_SPARK_MASTER` or `CHRONOLAKE_SPARK_REMOTE`
 points at a cluster or a Spark Connect server (`sc://localhost:PORT/;token=...`, the token
 read when a run starts, never part of the resource's configuration). The lake backend is
-`CHRONOLAKE_BACKEND` (`chronolake.stack`); the local session loads what it and the lake need.
+`CHRONOLAKE_BACKEND` (`chronolake.spark.stack`); the local session loads what it and the lake need.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 
 from dagster import EnvVar
 
-from chronolake.connect_server import REMOTE_ENV
 from chronolake.dagster import LakeResource, local_pyspark_resource
-from chronolake.lake.storage import as_location
-from chronolake.stack import chosen_backend
+from chronolake.location import as_location
+from chronolake.spark.connect_server import REMOTE_ENV
+from chronolake.spark.stack import chosen_backend
 
 REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
 LAKE_ROOT = as_location(os.environ.get("CHRONOLAKE_LAKE", REPOSITORY_ROOT / "demo-lake"))
