@@ -182,10 +182,19 @@ def _storage_of(url: str) -> str:
     return f"{ui_applications('localhost', port)}/{application}/storage/rdd"
 
 
-def _held_blocks(storage: str) -> list[tuple[int, int]]:
-    """(RDD id, bytes) of every RDD with blocks in the server's storage."""
+_DELTA_LOG_STATE = "Delta Table State #"
+"""How Delta's JVM names a table's log state that it caches: the table's file list (a few
+KB), kept by Delta's own `DeltaLog` cache for up to an hour after its last use
+(`spark.databricks.delta.delta.log.cacheRetentionMinutes`), whoever read the table. No run's
+rows are in it."""
+
+
+def _held_blocks(storage: str) -> list[tuple[int, str, int]]:
+    """(RDD id, name, bytes) of every RDD with blocks in the server's storage, but Delta's
+    cached log states."""
     with urllib.request.urlopen(storage, timeout=30) as answer:
-        return [(rdd["id"], rdd["memoryUsed"] + rdd["diskUsed"]) for rdd in json.load(answer)]
+        return [(rdd["id"], rdd["name"], rdd["memoryUsed"] + rdd["diskUsed"])
+                for rdd in json.load(answer) if not rdd["name"].startswith(_DELTA_LOG_STATE)]
 
 
 def _finished(client: DagsterGraphQLClient, run_id: str,
