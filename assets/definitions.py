@@ -1,7 +1,9 @@
 """What `dagster dev -w workspace.yaml` loads: the reference platform.
 
-The DDL in `platform.sql` is registered in the lake's catalog when the code
-location loads (no Spark needed), and each table and view becomes an asset.
+The assets are drawn from `platform.sql`, parsed in memory: loading the code location reads
+and writes nothing in the lake, so a deployment that may only read it still loads. The job
+`declare_platform` declares the same DDL in the lake's catalog (`chronolake demo` runs it as
+part of its set-up); a view's run stops, saying so, until it has.
 """
 
 from __future__ import annotations
@@ -10,26 +12,25 @@ from pathlib import Path
 
 from dagster import Definitions, in_process_executor
 
-from chronolake import Catalog
-from chronolake.dagster import chronolake_asset_checks, chronolake_assets
+from chronolake.dagster import (
+    chronolake_asset_checks,
+    chronolake_assets,
+    declare_job,
+    script_specs,
+)
 from ops import JOBS, SCHEDULES, sensors
+from ops.demo_feed import DEMO_JOBS, DEMO_SCHEDULES
 from resources import LAKE_ROOT, RESOURCES
 
-PLATFORM_DDL = Path(__file__).with_name("platform.sql")
+PLATFORM_DDL = Path(__file__).with_name("platform.sql").read_text()
+PLATFORM_SPECS = script_specs(PLATFORM_DDL)
 
-
-def build_definitions() -> Definitions:
-    """Register the platform DDL in the lake's catalog and expose every table as an asset."""
-    Catalog(LAKE_ROOT).declare(PLATFORM_DDL.read_text())
-    return Definitions(
-        assets=chronolake_assets(LAKE_ROOT),
-        asset_checks=chronolake_asset_checks(LAKE_ROOT),
-        jobs=JOBS,
-        schedules=SCHEDULES,
-        sensors=sensors(RESOURCES["lake"]),
-        resources=RESOURCES,
-        executor=in_process_executor,  # a run's ops share its Spark session and DataFrames
-    )
-
-
-defs = build_definitions()
+defs = Definitions(
+    assets=chronolake_assets(LAKE_ROOT, PLATFORM_SPECS),
+    asset_checks=chronolake_asset_checks(LAKE_ROOT, PLATFORM_SPECS),
+    jobs=[declare_job(PLATFORM_DDL), *JOBS, *DEMO_JOBS],
+    schedules=[*SCHEDULES, *DEMO_SCHEDULES],
+    sensors=sensors(LAKE_ROOT, PLATFORM_SPECS),
+    resources=RESOURCES,
+    executor=in_process_executor,  # a run's ops share its Spark session and DataFrames
+)

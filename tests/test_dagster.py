@@ -30,7 +30,9 @@ from chronolake.dagster import (
     LakeResource,
     chronolake_asset_checks,
     chronolake_assets,
+    declare_job,
     local_pyspark_resource,
+    script_specs,
 )
 from chronolake.dagster.handoff import RunHandoffIOManager
 from chronolake.dagster.metadata import run_metadata
@@ -193,7 +195,7 @@ def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: Spar
         assets=chronolake_assets(lake),
         asset_checks=chronolake_asset_checks(lake),
         jobs=JOBS,
-        sensors=sensors(lake_resource),
+        sensors=sensors(lake_resource.location),
         resources={"lake": lake_resource, "pyspark": local_pyspark_resource()},
     )
     observed = definitions.resolve_job_def("observe_sources").execute_in_process(instance=instance)
@@ -323,3 +325,56 @@ def test_asset_materialize_works_headless(lake: Path, tmp_path: Path) -> None:
     materialized = DagsterInstance.from_config(str(tmp_path))
     for asset in ("latest_rates", "orders_enriched"):
         assert materialized.get_latest_materialization_event(AssetKey(asset)) is not None
+
+
+def test_loading_the_code_location_reads_and_writes_nothing_in_the_lake(tmp_path: Path) -> None:
+    """A deployment that may only read the lake, or not reach it yet, still loads: the asset
+    graph comes from `assets/platform.sql`, parsed in memory."""
+    lake = tmp_path / "lake"  # not there at all
+    shown = subprocess.run(
+        [sys.executable, "-c",
+         "import assets.definitions as d\n"
+         "print(sorted(k.to_user_string() for k in d.defs.resolve_asset_graph()"
+         ".get_all_asset_keys()))\n"],
+        cwd=ROOT, env={**os.environ, "CHRONOLAKE_LAKE": str(lake)}, capture_output=True,
+        text=True, timeout=300,
+    )
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    platform = script_specs((ROOT / "assets" / "platform.sql").read_text())
+    assert shown.stdout.strip() == str(sorted(spec.name for spec in platform))
+    assert not lake.exists()
+
+
+def test_a_view_the_lake_does_not_declare_stops_until_the_declare_job_ran(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """Declaring is an explicit step: a run of an undeclared view stops saying which job
+    declares it, with nothing written; after `declare_platform`, the same run succeeds."""
+    lake = tmp_path / "lake"
+    build_demo_lake(lake)
+    ddl = (ROOT / "assets" / "platform.sql").read_text()
+    specs = script_specs(ddl)
+    resource = LakeResource(root=str(lake))
+    definitions = Definitions(
+        assets=chronolake_assets(lake, specs), jobs=[declare_job(ddl)],
+        resources={"lake": resource, "pyspark": local_pyspark_resource()},
+        executor=in_process_executor,
+    )
+    instance = DagsterInstance.ephemeral()
+    before = sorted(p.relative_to(lake) for p in lake.rglob("*"))
+    job = definitions.resolve_implicit_global_asset_job_def()
+    refused = job.execute_in_process(instance=instance, raise_on_error=False,
+                                     asset_selection=[AssetKey("latest_rates")])
+    assert not refused.success
+    failure = next(event for event in refused.all_events if event.is_step_failure)
+    message = failure.step_failure_data.error.to_string()
+    assert "'latest_rates' is an asset of this code location, but the lake at" in message
+    assert "run its declare job ('declare_platform'" in message
+    assert sorted(p.relative_to(lake) for p in lake.rglob("*")) == before
+
+    declared = definitions.resolve_job_def("declare_platform").execute_in_process(
+        instance=instance)
+    assert declared.success
+    assert Catalog(lake).names() == sorted(spec.name for spec in specs)
+    ran = job.execute_in_process(instance=instance, asset_selection=[AssetKey("latest_rates")])
+    assert ran.success

@@ -205,7 +205,7 @@ def test_a_code_location_on_a_bucket_shows_its_assets_observes_and_senses_new_ve
     write_deltalake(f"{lake}/rates", pa.table({"currency": ["EUR"]}))
     resource = LakeResource(root=lake)
     definitions = Definitions(
-        assets=chronolake_assets(lake), jobs=JOBS, sensors=sensors(resource),
+        assets=chronolake_assets(lake), jobs=JOBS, sensors=sensors(resource.location),
         resources={"lake": resource, "pyspark": local_pyspark_resource()},
     )
     instance = DagsterInstance.ephemeral()

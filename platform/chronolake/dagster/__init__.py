@@ -1,6 +1,7 @@
 """Dagster building blocks: every chronolake table as an asset, with its time metadata."""
 
 from chronolake.dagster.assets import chronolake_asset_checks, chronolake_assets
+from chronolake.dagster.declaring import declare_job, script_specs
 from chronolake.dagster.metadata import ChronolakeMetadataSet, table_definition_metadata
 from chronolake.dagster.resources import LakeResource, local_pyspark_resource
 
@@ -9,6 +10,8 @@ __all__ = [
     "LakeResource",
     "chronolake_asset_checks",
     "chronolake_assets",
+    "declare_job",
     "local_pyspark_resource",
+    "script_specs",
     "table_definition_metadata",
 ]

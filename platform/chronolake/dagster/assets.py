@@ -13,6 +13,7 @@ others (one op).
 
 import time
 import warnings
+from collections.abc import Iterable
 
 from dagster import (
     AssetChecksDefinition,
@@ -29,8 +30,8 @@ from dagster import (
 )
 from dagster_pyspark import PySparkResource
 
-from chronolake.catalog import load_entries
 from chronolake.dagster.checks import primary_key_check
+from chronolake.dagster.declaring import served_specs
 from chronolake.dagster.derived_assets import derived_asset
 from chronolake.dagster.metadata import run_metadata, table_definition_metadata
 from chronolake.dagster.resources import LakeResource
@@ -47,8 +48,11 @@ VIEWS_GROUP = "views"
 DERIVED_GROUP = "derived"
 
 
-def chronolake_assets(lake_root: LocationLike) -> list[AssetsDefinition | SourceAsset]:
-    """One asset per catalog entry of the lake at `lake_root` (read without Spark).
+def chronolake_assets(
+    lake_root: LocationLike, specs: Iterable[TableSpec | ViewSpec] | None = None
+) -> list[AssetsDefinition | SourceAsset]:
+    """One asset per table and view: `specs` (the code location's DDL, `script_specs`), or
+    else every catalog entry of the lake at `lake_root` (read without Spark, never written).
 
     The derived tables' ops hand Spark DataFrames to each other in memory, so the
     Definitions holding them need `executor=in_process_executor` (one process, one
@@ -61,8 +65,7 @@ def chronolake_assets(lake_root: LocationLike) -> list[AssetsDefinition | Source
     """
     root = as_location(lake_root)
     definitions: list[AssetsDefinition | SourceAsset] = []
-    for entry in load_entries(root).values():
-        spec = entry.spec
+    for spec in served_specs(root, specs):
         if isinstance(spec, TableSpec):
             definitions.append(_source_table_asset(spec, table_location(root, spec.options.path)))
         else:
@@ -70,12 +73,13 @@ def chronolake_assets(lake_root: LocationLike) -> list[AssetsDefinition | Source
     return definitions
 
 
-def chronolake_asset_checks(lake_root: LocationLike) -> list[AssetChecksDefinition]:
-    """`primary_key_unique` for every keyed table and view of the lake's catalog."""
+def chronolake_asset_checks(
+    lake_root: LocationLike, specs: Iterable[TableSpec | ViewSpec] | None = None
+) -> list[AssetChecksDefinition]:
+    """`primary_key_unique` for every keyed table and view (`specs`, or the lake's catalog)."""
     root = as_location(lake_root)
     checks = []
-    for entry in load_entries(root).values():
-        spec = entry.spec
+    for spec in served_specs(root, specs):
         if spec.primary_key:
             path = None if isinstance(spec, TableSpec) else output_path(root, spec.name)
             checks.append(primary_key_check(spec, path))
@@ -127,7 +131,7 @@ def _view_asset(spec: ViewSpec, path: Location) -> AssetsDefinition:
     def _recompute(
         context: AssetExecutionContext, pyspark: PySparkResource, lake: LakeResource
     ) -> MaterializeResult:
-        catalog = lake.catalog(pyspark.spark_session)
+        catalog = lake.catalog(pyspark.spark_session, serving=spec.name)
         started = time.monotonic()
         result = materialize_view(catalog, spec.name)
         seconds = time.monotonic() - started

@@ -9,7 +9,7 @@ sensor on at once (one toggle), as does switching each on in the Dagster UI.
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from dagster import (
     DefaultScheduleStatus,
@@ -25,10 +25,11 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
 )
 
-from chronolake.catalog import load_entries
+from chronolake.dagster.declaring import served_specs
 from chronolake.lake.layout import table_location
 from chronolake.lake.tables import is_table, table_version
 from chronolake.location import Location
+from chronolake.schema import TableSpec, ViewSpec
 
 AUTOMATION_ENV = "CHRONOLAKE_AUTOMATION"
 
@@ -78,9 +79,10 @@ def delta_version_sensor(
     return _sensor
 
 
-def source_paths(root: Location, names: Sequence[str]) -> dict[str, Location]:
-    """Delta paths of the named source tables, from the lake's catalog."""
-    entries = load_entries(root)
-    tables = {name: entries[name].table for name in names if name in entries}
-    return {name: table_location(root, spec.options.path)
-            for name, spec in tables.items() if spec}
+def source_paths(root: Location, names: Sequence[str],
+                 specs: Iterable[TableSpec | ViewSpec] | None = None) -> dict[str, Location]:
+    """Delta paths of the named source tables: of `specs`, or else of the lake's catalog."""
+    tables = {spec.name: spec for spec in served_specs(root, specs)
+              if isinstance(spec, TableSpec)}
+    return {name: table_location(root, tables[name].options.path)
+            for name in names if name in tables}

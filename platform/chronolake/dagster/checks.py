@@ -116,7 +116,7 @@ def primary_key_check(
     def _check(
         context: AssetCheckExecutionContext, pyspark: PySparkResource, lake: LakeResource
     ) -> AssetCheckResult:
-        catalog = lake.catalog(pyspark.spark_session)
+        catalog = lake.catalog(pyspark.spark_session, serving=spec.name)
         rows: DataFrame | None = None
         if isinstance(spec, TableSpec):  # a table without its Delta data fails here, saying so
             location, rows = catalog.table_path(spec), catalog.table(spec.name)

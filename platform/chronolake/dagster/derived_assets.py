@@ -107,7 +107,7 @@ def read_changelog(
     context: OpExecutionContext, config: _StageConfig, pyspark: PySparkResource,
     lake: LakeResource,
 ) -> StagedRun:
-    catalog = lake.catalog(pyspark.spark_session)
+    catalog = lake.catalog(pyspark.spark_session, serving=config.view)
     derived = DerivedTable(catalog, config.view, on_source_overwrite=config.on_source_overwrite)
     run = StagedRun(derived)
     with run.stage(context, READ_STAGE):

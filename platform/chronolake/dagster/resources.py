@@ -12,8 +12,12 @@ from pydantic import Field
 from pyspark.sql import SparkSession
 
 from chronolake.catalog import Catalog
+from chronolake.errors import UnknownNameError
 from chronolake.location import Location, LocationLike, as_location
 from chronolake.spark.session import local_spark_conf, start_spark_driver
+
+DECLARE_JOB = "declare_platform"
+"""The job that declares a code location's DDL (`chronolake.dagster.declaring.declare_job`)."""
 
 
 class LakeResource(ConfigurableResource):
@@ -48,9 +52,19 @@ class LakeResource(ConfigurableResource):
         """The lake root: an absolute `Path` for a folder, else the URI."""
         return as_location(self.root)
 
-    def catalog(self, spark: SparkSession) -> Catalog:
-        """The lake's catalog on the run's Spark session."""
-        return Catalog(self.location, spark, backend=self.backend)
+    def catalog(self, spark: SparkSession | None, *, serving: str | None = None) -> Catalog:
+        """The lake's catalog on the run's Spark session (none: declaring needs no JVM).
+
+        `serving`: the table or view an asset runs, which the lake must declare: loading a
+        code location declares nothing (`chronolake.dagster.declaring`)."""
+        catalog = Catalog(self.location, spark, backend=self.backend)
+        if serving is not None and serving.lower() not in catalog.names():
+            msg = (f"{serving!r} is an asset of this code location, but the lake at "
+                   f"{self.location} does not declare it; declare the code location's DDL "
+                   f"first: run its declare job ('{DECLARE_JOB}' in the reference platform), "
+                   f"or 'chronolake sql --lake {self.location} -f FILE.sql'")
+            raise UnknownNameError(msg)
+        return catalog
 
 
 class ChronolakePySparkResource(PySparkResource):

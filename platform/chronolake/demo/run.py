@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
 from pathlib import Path
 
 from dagster import (
     DagsterInstance,
     Definitions,
 )
+from dagster._core.code_pointer import ModuleCodePointer  # how Dagster loads a module
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from chronolake.dagster.home import DAGSTER_HOME, write_instance_settings
+from chronolake.dagster.resources import DECLARE_JOB
 from chronolake.demo.lake import build_demo_lake
 from chronolake.errors import DefinitionError
 
-DEMO_JOBS = ("observe_sources", "refresh_views")
+DEMO_JOBS = (DECLARE_JOB, "observe_sources", "refresh_views")
+"""The set-up (the platform's DDL declared in the lake), then a first run of everything."""
 
 
 _QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
@@ -27,15 +28,20 @@ the demo raises, in a few lines."""
 
 
 def load_platform(project: Path, lake: Path) -> Definitions:
-    """Import the reference platform's Definitions from `project/assets/definitions.py`."""
+    """The reference platform's Definitions, loaded from `project` as `dagster dev -w
+    workspace.yaml` loads them (Dagster's loader, with `project` as the working directory)."""
     os.environ["CHRONOLAKE_LAKE"] = str(lake)
     if not (project / "assets" / "definitions.py").exists():
         raise DefinitionError(
             f"no reference platform at {project}: expected assets/definitions.py there; "
             "run `chronolake demo` from the repository root or pass --project"
         )
-    sys.path.insert(0, str(project))
-    return importlib.import_module("assets.definitions").defs
+    pointer = ModuleCodePointer("assets.definitions", "defs", str(project))
+    defs = pointer.load_target()
+    if not isinstance(defs, Definitions):
+        raise DefinitionError(f"{project}/assets/definitions.py: `defs` is a "
+                              f"{type(defs).__name__}, not Dagster's Definitions")
+    return defs
 
 
 def run_demo(project: Path, lake: Path) -> None:
