@@ -48,6 +48,7 @@ from chronolake.lake.tables import stored_schema
 from chronolake.location import Location, LocationLike, as_location
 from chronolake.schema import ChangelogMode, StartupMode, TableSpec, ViewSpec
 from chronolake.schema.dialect import spark_sql
+from chronolake.schema.persisted import Persisted
 from chronolake.schema.spec import KeepRow
 from chronolake.spark.session import local_spark_session
 from chronolake.spark.stack import BackendChoice, chosen_backend
@@ -82,7 +83,7 @@ Spec = TableSpec | ViewSpec
 _ENTRY, _DROPPING = ".json", ".dropping"  # a registration; one a drop is removing
 
 
-class CatalogEntry(BaseModel):
+class CatalogEntry(Persisted):
     """What the catalog stores per name: the spec and the statement that declared it."""
 
     model_config = ConfigDict(frozen=True)
@@ -618,7 +619,7 @@ def _load(entries: Storage, name: str, stored: str) -> CatalogEntry:
     """The entry `stored` of `name`; a `DefinitionError` saying how to remove it when it no
     longer loads (written by another chronolake version, or edited by hand)."""
     try:
-        return CatalogEntry.model_validate_json(stored)
+        return CatalogEntry.read_json(stored, where=str(entries.path_of(_entry_name(name))))
     except ValidationError as error:
         kind = _raw_entry(stored).get("kind")
         keyword = kind.upper() if kind in ("table", "view") else "VIEW (or TABLE)"
@@ -634,8 +635,8 @@ def _load(entries: Storage, name: str, stored: str) -> CatalogEntry:
 def _loaded(stored: str) -> CatalogEntry | None:
     """The entry `stored`, or None when it no longer loads."""
     try:
-        return CatalogEntry.model_validate_json(stored)
-    except ValidationError:
+        return CatalogEntry.read_json(stored, where="a catalog entry")
+    except (ValidationError, DefinitionError):
         return None
 
 

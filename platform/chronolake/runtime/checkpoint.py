@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from chronolake.lake.layout import state_path
 from chronolake.lake.storage import Storage
 from chronolake.location import Location, LocationLike
+from chronolake.schema.persisted import Persisted
 from chronolake.watermarks.assigner import WatermarkState
 
 CHECKPOINT_PREFIX = "checkpoint-"
@@ -56,7 +57,7 @@ class InputPosition(BaseModel):
     )
 
 
-class RunIntent(BaseModel):
+class RunIntent(Persisted):
     """The input versions run `run` reads up to: fixed before any data is read."""
 
     model_config = ConfigDict(frozen=True)
@@ -69,7 +70,7 @@ class RunIntent(BaseModel):
     )
 
 
-class Checkpoint(BaseModel):
+class Checkpoint(Persisted):
     """The committed position of a derived table after run `run`."""
 
     model_config = ConfigDict(frozen=True)
@@ -104,12 +105,15 @@ class CheckpointStore:
         runs = self._runs(CHECKPOINT_PREFIX)
         if not runs:
             return Checkpoint()
-        text = self.storage.read_text(_name(CHECKPOINT_PREFIX, runs[-1]))
-        return Checkpoint.model_validate_json(text) if text else Checkpoint()
+        name = _name(CHECKPOINT_PREFIX, runs[-1])
+        text = self.storage.read_text(name)
+        return Checkpoint.read_json(text, where=str(self.storage.path_of(name))) if text else (
+            Checkpoint())
 
     def intent(self, run: int) -> RunIntent | None:
-        text = self.storage.read_text(_name(INTENT_PREFIX, run))
-        return RunIntent.model_validate_json(text) if text else None
+        name = _name(INTENT_PREFIX, run)
+        text = self.storage.read_text(name)
+        return RunIntent.read_json(text, where=str(self.storage.path_of(name))) if text else None
 
     def write_intent(self, intent: RunIntent) -> RunIntent:
         """Record `intent` unless an intent of its run is there already; the recorded one."""

@@ -10,19 +10,20 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from chronolake.errors import ChronolakeError
 from chronolake.lake.layout import LAST_ERROR_NAME, state_path
 from chronolake.lake.storage import Storage
 from chronolake.location import LocationLike
+from chronolake.schema.persisted import Persisted
 from chronolake.spark.errors import is_spark_error, spark_error_line
 
 MAX_CHARS = 500
 """A longer error is cut here (the command that failed showed it whole)."""
 
 
-class RunFailure(BaseModel):
+class RunFailure(Persisted):
     """When a view's last run failed, and its error on one line."""
 
     model_config = ConfigDict(frozen=True)
@@ -50,8 +51,10 @@ def clear_failure(root: LocationLike, name: str) -> None:
 
 def last_failure(root: LocationLike, name: str) -> RunFailure | None:
     """The error of view `name`'s last run, if that run failed."""
-    text = _document(root, name).read_text(LAST_ERROR_NAME)
-    return RunFailure.model_validate_json(text) if text else None
+    document = _document(root, name)
+    text = document.read_text(LAST_ERROR_NAME)
+    where = str(document.path_of(LAST_ERROR_NAME))
+    return RunFailure.read_json(text, where=where) if text else None
 
 
 def _document(root: LocationLike, name: str) -> Storage:
