@@ -42,6 +42,7 @@ from chronolake.location import as_location
 from chronolake.runtime.result import RunStatus, TickReport
 from chronolake.watermarks.watermark import LONG_MIN
 from ops import JOBS, sensors
+from ops.demo_feed import DEMO_JOBS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -194,7 +195,7 @@ def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: Spar
     definitions = Definitions(
         assets=chronolake_assets(lake),
         asset_checks=chronolake_asset_checks(lake),
-        jobs=JOBS,
+        jobs=[*JOBS, *DEMO_JOBS],
         sensors=sensors(lake_resource.location),
         resources={"lake": lake_resource, "pyspark": local_pyspark_resource()},
     )
