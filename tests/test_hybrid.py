@@ -17,11 +17,9 @@ from chronolake import Catalog
 from chronolake.faults import FaultPoint
 from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_VERSION, ROW_KIND
 from chronolake.location import LocationLike
-from chronolake.runtime.checkpoint import RunIntent
+from chronolake.runtime.checkpoint import ReadPhase, RunIntent
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.inputs import (
-    CHANGELOG_PHASE,
-    SNAPSHOT_PHASE,
     assign_watermarks,
     initial_position,
     read_input,
@@ -113,8 +111,8 @@ def test_snapshot_then_changelog_loses_nothing_and_doubles_nothing(lake: Catalog
     read = read_input(lake, spec, initial_position(spec), 1, derived="t")
     assert WATERMARK_COLUMN not in read.rows.columns  # reading assigns nothing
     snapshot = assign_watermarks(read)
-    assert initial_position(spec).phase == SNAPSHOT_PHASE
-    assert snapshot.switched_at == 1 and snapshot.phase == CHANGELOG_PHASE
+    assert initial_position(spec).phase == ReadPhase.SNAPSHOT
+    assert snapshot.switched_at == 1 and snapshot.phase == ReadPhase.CHANGELOG
     assert snapshot.watermark.use_processing_time
     rows = snapshot.rows.orderBy("currency").collect()
     assert [(r.currency, r.rate, r[ROW_KIND], r[COMMIT_VERSION]) for r in rows] == [
@@ -167,7 +165,7 @@ def test_probe_rows_before_and_during_the_snapshot_all_meet_it(lake: Catalog) ->
 
     first = table.run()
     assert (first.source_phases["rates_hybrid"], first.switch_versions) == (
-        CHANGELOG_PHASE, {"rates_hybrid": 1})
+        ReadPhase.CHANGELOG, {"rates_hybrid": 1})
     assert first.processing_time and first.waiting_reason is None
     assert _emitted(lake, "enriched") == [(1, _d("1.12")), (2, _d("1.00"))]
 

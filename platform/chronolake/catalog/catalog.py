@@ -49,7 +49,7 @@ from chronolake.location import Location, LocationLike, as_location
 from chronolake.schema import ChangelogMode, StartupMode, TableSpec, ViewSpec
 from chronolake.schema.dialect import spark_sql
 from chronolake.schema.persisted import Persisted
-from chronolake.schema.spec import KeepRow
+from chronolake.schema.spec import OPERATOR_KINDS, KeepRow
 from chronolake.spark.session import local_spark_session
 from chronolake.spark.stack import BackendChoice, chosen_backend
 from chronolake.sql.current_watermark import HeldWatermark, bind, held_by, uses_current_watermark
@@ -425,7 +425,7 @@ class Catalog:
         if not isinstance(spec, TableSpec):
             raise DefinitionError(
                 f"{name!r} is a view computed on read; only tables and derived tables (views "
-                "with a temporal join, a window aggregate or a deduplication) have a changelog"
+                f"with {OPERATOR_KINDS}) have a changelog"
             )
         return changelog_dataframe(self.spark, self.backend, spec, self.root, start_version,
                                    end_version)

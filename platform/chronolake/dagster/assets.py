@@ -3,9 +3,9 @@
 Source tables are observable source assets whose data version is the Delta
 table version; views are assets whose materialization brings their Delta table
 under `_chronolake/views/` up to date: incrementally, exactly once, for views
-run by an operator (a temporal join, a window aggregate: graph-backed assets
-whose ops are the run's stages, see `derived_assets`), by recomputing for the
-others (one op).
+run by an operator (a temporal join, a window aggregate or Top-N, a
+deduplication, an interval join: graph-backed assets whose ops are the run's
+stages, see `derived_assets`), by recomputing for the others (one op).
 """
 
 # No `from __future__ import annotations` here: Dagster reads the `context` annotation at

@@ -23,6 +23,7 @@ a mix). Redoing it after a crash replaces them again with the same rows.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,6 +39,17 @@ INTENT_PREFIX = "intent-"
 RUN_PREFIX = "run-"
 
 
+class ReadPhase(StrEnum):
+    """How a run reads an input."""
+
+    CHANGELOG = "changelog"
+    """Its changes since the version consumed."""
+    SNAPSHOT = "snapshot"
+    """A hybrid source before its switch: the table as of a version, as inserts."""
+    BOOTSTRAP = "bootstrap"
+    """A full refresh: the table at `version + 1` as inserts, then its changes."""
+
+
 class InputPosition(BaseModel):
     """How far a run has read one input, and the input's watermarks there."""
 
@@ -45,11 +57,7 @@ class InputPosition(BaseModel):
 
     version: int = Field(-1, description="Last Delta version consumed (-1: none yet).")
     watermarks: WatermarkState = Field(default_factory=WatermarkState)
-    phase: str = Field(
-        "changelog",
-        description="changelog; snapshot (a hybrid source before its switch); bootstrap (a "
-        "full refresh that reads the table at `version + 1` as inserts, then its changes).",
-    )
+    phase: ReadPhase = Field(ReadPhase.CHANGELOG, description="How the next run reads it.")
     columns: dict[str, str] = Field(
         default_factory=dict,
         description="Declared physical columns and their Delta types at `version`, to tell a "

@@ -2,8 +2,9 @@
 
 A run reads each input's commits since the checkpoint, assigns their
 watermarks, hands the rows to the view's operator (a temporal join, a window
-aggregate: `chronolake.runtime.operators`), and commits output, late rows,
-state and checkpoint exactly once (see `chronolake.runtime.checkpoint` for the
+aggregate or Top-N, a deduplication or an interval join:
+`chronolake.runtime.operators`), and commits output, late rows, state and
+checkpoint exactly once (see `chronolake.runtime.checkpoint` for the
 protocol). Rows the watermark has not reached stay in state; the next run
 takes them back. Results already emitted are never revised.
 
@@ -32,10 +33,15 @@ from chronolake.lake.stamps import watermark_stamp
 from chronolake.lake.upserts import final_rows
 from chronolake.location import Location
 from chronolake.runtime.attempt import RunPlan, begin_writing, pass_commit_point
-from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore, InputPosition, RunIntent
+from chronolake.runtime.checkpoint import (
+    Checkpoint,
+    CheckpointStore,
+    InputPosition,
+    ReadPhase,
+    RunIntent,
+)
 from chronolake.runtime.figures import run_figures
 from chronolake.runtime.inputs import (
-    SNAPSHOT_PHASE,
     ChangelogRead,
     InputRead,
     assign_all,
@@ -65,7 +71,7 @@ from chronolake.watermarks.watermark import Watermark
 
 
 class DerivedTable:
-    """Incremental, exactly-once runs of a view (a temporal join, a window, a deduplication).
+    """Incremental, exactly-once runs of a view that an operator runs (`ViewKind`).
 
     Example:
         >>> result = DerivedTable(catalog, "orders_enriched").run()
@@ -239,7 +245,7 @@ class DerivedTable:
             if not (self.operator.clock_driven and held):
                 return None
         for name, position in positions.items():
-            if full_refresh or position.phase == SNAPSHOT_PHASE:
+            if full_refresh or position.phase is ReadPhase.SNAPSHOT:
                 continue
             check_columns(  # a dropped or retyped column is named before an OVERWRITE is
                 specs[name], consumed=position.columns, consumed_version=position.version,
@@ -268,7 +274,7 @@ class DerivedTable:
         """No input moved: no event-time watermark can advance, so no pending row can be
         emitted either (only the clock can release rows of a clock-driven operator)."""
         moved = any(
-            ends[name] > position.version or position.phase != "changelog"
+            ends[name] > position.version or position.phase is not ReadPhase.CHANGELOG
             for name, position in positions.items()
         )
         return checkpoint.run > 0 and not moved

@@ -40,7 +40,7 @@ from chronolake.lake.changelog import (
 )
 from chronolake.lake.stamps import recorded_watermarks
 from chronolake.lake.tables import partition_columns
-from chronolake.runtime.checkpoint import InputPosition
+from chronolake.runtime.checkpoint import InputPosition, ReadPhase
 from chronolake.runtime.reuse import reused
 from chronolake.runtime.source_checks import (
     check_columns,
@@ -61,10 +61,6 @@ from chronolake.watermarks.assigner import (
 from chronolake.watermarks.progress import SplitTick
 from chronolake.watermarks.valve import CombinedWatermarkStatus
 from chronolake.watermarks.watermark import LONG_MIN, Watermark, WatermarkStatus
-
-SNAPSHOT_PHASE = "snapshot"
-CHANGELOG_PHASE = "changelog"
-BOOTSTRAP_PHASE = "bootstrap"
 
 
 @dataclass(frozen=True)
@@ -89,7 +85,7 @@ class ChangelogRead:
     their SELECTs."""
 
     @property
-    def phase(self) -> str:
+    def phase(self) -> ReadPhase:
         return self.position.phase
 
 
@@ -111,7 +107,7 @@ class InputRead:
     """The assigner's per-(split, commit) facts, from which the run's ticks are cut."""
 
     @property
-    def phase(self) -> str:
+    def phase(self) -> ReadPhase:
         return self.position.phase
 
     @property
@@ -137,7 +133,7 @@ def combined_watermark(reads: Iterable[InputRead], *, with_idleness: bool = True
 def initial_position(spec: TableSpec) -> InputPosition:
     """Where a never-run input starts: hybrid sources in their snapshot phase."""
     hybrid = spec.options.startup_mode is StartupMode.SNAPSHOT_THEN_CHANGELOG
-    return InputPosition(phase=SNAPSHOT_PHASE if hybrid else CHANGELOG_PHASE)
+    return InputPosition(phase=ReadPhase.SNAPSHOT if hybrid else ReadPhase.CHANGELOG)
 
 
 def refresh_position(catalog: Catalog, spec: TableSpec, end_version: int) -> InputPosition:
@@ -155,11 +151,12 @@ def refresh_position(catalog: Catalog, spec: TableSpec, end_version: int) -> Inp
     if spec.options.startup_mode is StartupMode.SNAPSHOT_THEN_CHANGELOG:
         return initial_position(spec)
     last = max(overwrite_versions(catalog.table_path(spec), 0, end_version), default=0)
-    start = InputPosition(version=last - 1, phase=BOOTSTRAP_PHASE if last else CHANGELOG_PHASE)
+    phase = ReadPhase.BOOTSTRAP if last else ReadPhase.CHANGELOG
+    start = InputPosition(version=last - 1, phase=phase)
     try:
         _rows(catalog, spec, start, end_version)  # defines the read: checks the log and files
     except SourceError:
-        return InputPosition(version=end_version - 1, phase=BOOTSTRAP_PHASE)
+        return InputPosition(version=end_version - 1, phase=ReadPhase.BOOTSTRAP)
     return start
 
 
@@ -192,20 +189,20 @@ def read_input(
     recorded = None
     if spec.derived and spec.rowtime is not None:  # without one it follows processing time
         recorded = recorded_watermarks(catalog.backend, path, position.version, end_version)
-        if position.phase == BOOTSTRAP_PHASE:  # a refresh reads the snapshot as new rows
+        if position.phase is ReadPhase.BOOTSTRAP:  # a refresh reads the snapshot as new rows
             recorded[position.version] = None
     # Read from the log only where the splits follow them ('$partitions').
     by_partitions = spec.options.split_by == SPLIT_BY_PARTITIONS
     partitions = tuple(partition_columns(path, end_version)) if by_partitions else ()
-    if position.phase == SNAPSHOT_PHASE:
-        moved = InputPosition(version=end_version, phase=CHANGELOG_PHASE, columns=columns)
+    if position.phase is ReadPhase.SNAPSHOT:
+        moved = InputPosition(version=end_version, phase=ReadPhase.CHANGELOG, columns=columns)
         return ChangelogRead(
             spec, rows, moved, partitions, switched_at=end_version, recorded_watermarks=recorded
         )
     moved = InputPosition(
         version=max(end_version, position.version),
         watermarks=position.watermarks,
-        phase=CHANGELOG_PHASE,
+        phase=ReadPhase.CHANGELOG,
         columns=columns,
     )
     return ChangelogRead(spec, rows, moved, partitions, recorded_watermarks=recorded)
@@ -326,9 +323,9 @@ def _rows(
     catalog: Catalog, spec: TableSpec, position: InputPosition, end_version: int
 ) -> DataFrame:
     """The changelog rows a read covers (defining them checks the log and the files)."""
-    if position.phase == SNAPSHOT_PHASE:
+    if position.phase is ReadPhase.SNAPSHOT:
         return _snapshot_rows(catalog, spec, end_version)
-    if position.phase == BOOTSTRAP_PHASE:
+    if position.phase is ReadPhase.BOOTSTRAP:
         first = position.version + 1
         rows = _snapshot_rows(catalog, spec, first)
         if end_version > first:

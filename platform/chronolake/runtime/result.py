@@ -6,6 +6,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from chronolake.runtime.checkpoint import ReadPhase
 from chronolake.runtime.figures import RunFigures
 
 
@@ -60,7 +61,7 @@ class RunResult(BaseModel):
     )
     watermark_ms: int | None = Field(None, description="The output watermark after the run.")
     processing_time: bool = Field(False, description="Whether the watermark follows the clock.")
-    source_phases: dict[str, str] = Field(
+    source_phases: dict[str, ReadPhase] = Field(
         default_factory=dict, description="Per input: snapshot | changelog after the run."
     )
     switch_versions: dict[str, int] = Field(

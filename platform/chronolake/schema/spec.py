@@ -423,6 +423,23 @@ class ViewKind(StrEnum):
     INTERVAL_JOIN = "interval_join"
     PLAIN = "plain"
 
+    @property
+    def written(self) -> str:
+        """What a view of this kind has, as a person says it (`a temporal join`)."""
+        return _WRITTEN[self]
+
+
+_WRITTEN = {
+    ViewKind.TEMPORAL_JOIN: "a temporal join",
+    ViewKind.WINDOW_AGGREGATE: "a window aggregate or Top-N",
+    ViewKind.DEDUPLICATION: "a deduplication",
+    ViewKind.INTERVAL_JOIN: "an interval join",
+    ViewKind.PLAIN: "no operator",
+}
+_OPERATED = [kind.written for kind in ViewKind if kind is not ViewKind.PLAIN]
+OPERATOR_KINDS = f"{', '.join(_OPERATED[:-1])} or {_OPERATED[-1]}"
+"""Every kind an operator runs, as prose: the one list that messages and docs name."""
+
 
 class ViewSpec(_Frozen):
     """`CREATE VIEW name AS SELECT ...`, with the key and rowtime the query implies.

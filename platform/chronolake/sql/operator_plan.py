@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from chronolake.errors import DefinitionError
 from chronolake.schema import TableSpec, ViewKind, ViewSpec
+from chronolake.schema.spec import OPERATOR_KINDS
 from chronolake.sql.interval import IntervalJoinPlan, plan_interval_join
 from chronolake.sql.temporal import TemporalJoinPlan, plan_temporal_join
 from chronolake.sql.view_kinds import view_kind
@@ -106,9 +107,8 @@ def refuse_plain(view: ViewSpec) -> None:
     """Refuse a view no operator runs: it has no plan to bind."""
     if view_kind(view) is ViewKind.PLAIN:
         raise DefinitionError(
-            f"view {view.name!r} has no temporal join, window aggregate, deduplication or "
-            "interval join: it is recomputed as a whole, not run incrementally; materialize "
-            "it with chronolake.runtime.views.materialize_view"
+            f"view {view.name!r} has none of {OPERATOR_KINDS}: it is recomputed as a whole, "
+            "not run incrementally; materialize it with chronolake.runtime.views.materialize_view"
         )
 
 
