@@ -112,7 +112,7 @@ def run_metadata(result: RunResult, path: Location) -> dict[str, Any]:
     if result.processing_time:
         metadata["chronolake/watermark_kind"] = "processing-time"
     for name, phase in result.source_phases.items():
-        metadata[f"chronolake/source_phase/{name}"] = phase
+        metadata[f"chronolake/source_phase/{name}"] = phase.value
     for name, version in result.switch_versions.items():
         metadata[f"chronolake/switch_version/{name}"] = version
     if result.waiting_reason:
