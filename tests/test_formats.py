@@ -70,3 +70,9 @@ def test_each_upgrade_runs_once_in_order_from_the_format_written() -> None:
     assert Note.read_json('{"format": 2, "text": "hi"}', where="n").text == "HI"
     assert Note.read_json('{"format": 3, "text": "hi"}', where="n").text == "hi"
     assert json.loads(Note(text="x").model_dump_json())["format"] == 3
+
+
+def test_a_format_that_is_not_a_number_is_refused_as_damaged() -> None:
+    with pytest.raises(DefinitionError, match=r"^w names its format 'x', not a number: it was "
+                       r"edited by hand or damaged"):
+        CatalogEntry.read_json('{"format": "x", "kind": "table"}', where="w")

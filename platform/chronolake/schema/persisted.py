@@ -50,7 +50,12 @@ class Persisted(BaseModel):
         if not isinstance(document, dict):  # not a document at all: pydantic says what is wrong
             return cls.model_validate_json(text)
         written = document.pop("format", UNRECORDED_FORMAT)
-        if not isinstance(written, int) or written > cls.FORMAT:
+        if not isinstance(written, int):
+            msg = (f"{where} names its format {written!r}, not a number: it was edited by hand "
+                   f"or damaged; set its \"format\" back to a number ({cls.FORMAT} for this "
+                   "release) or remove the key")
+            raise DefinitionError(msg)
+        if written > cls.FORMAT:
             msg = (f"{where} is written in format {written!r} of a {cls.__name__}, newer than "
                    f"the {cls.FORMAT} this release of chronolake reads; upgrade chronolake "
                    "(pip install -U chronolake) to read this lake")
