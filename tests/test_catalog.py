@@ -143,3 +143,19 @@ def test_cli_failure_exits_1_with_the_error_on_stderr(demo_lake: Path, tmp_path:
     assert result.returncode == 1
     assert "WATERMARK FOR y" in result.stderr and "does not exist" in result.stderr
     assert result.stdout == ""
+
+
+def test_a_query_keeps_the_users_own_temporary_view_of_the_same_name(
+    catalog: Catalog, spark: SparkSession
+) -> None:
+    """A notebook's own `rates` view survives a query of the lake's `rates`, and the query
+    reads the lake's table, through a view too, and leaves no view of its own behind."""
+    spark.createDataFrame([("mine",)], "note STRING").createOrReplaceTempView("rates")
+    before = {t.name for t in spark.catalog.listTables() if t.isTemporary}
+    lake_rates = catalog.sql("SELECT COUNT(*) AS n FROM rates").first()
+    latest = catalog.sql("SELECT COUNT(*) AS n FROM latest_rates").first()
+    assert lake_rates is not None and lake_rates.n > 1
+    assert latest is not None and latest.n == 4  # the latest rate of each of four currencies
+    assert [tuple(row) for row in spark.table("rates").collect()] == [("mine",)]
+    assert {t.name for t in spark.catalog.listTables() if t.isTemporary} == before
+    spark.catalog.dropTempView("rates")

@@ -1,7 +1,11 @@
-"""The catalog tier: what is declared in a lake (tables and views, persisted under
-`_chronolake/catalog/`), a declared table as a Spark relation, and the removal of a view's
-data. It sits above the planners (`sql`, `joins`, `windows`) and below the runs."""
+"""The catalog tier: what is declared in a lake (`Registry`: tables and views persisted under
+`_chronolake/catalog/`), what a query's names resolve to (`inputs`), queries over them as
+Spark frames (`QuerySession`), a declared table as a Spark relation, and the removal of a
+view's data. `Catalog` is the face over all of them. It sits above the planners (`sql`,
+`joins`, `windows`) and below the runs."""
 
-from chronolake.catalog.catalog import Catalog, CatalogEntry, Dropped, load_entries
+from chronolake.catalog.catalog import Catalog
+from chronolake.catalog.entry import CatalogEntry, Dropped
+from chronolake.catalog.registry import Registry, load_entries
 
-__all__ = ["Catalog", "CatalogEntry", "Dropped", "load_entries"]
+__all__ = ["Catalog", "CatalogEntry", "Dropped", "Registry", "load_entries"]

@@ -190,6 +190,23 @@ class Storage:
         """The names of the documents directly in the folder `prefix` (not below it)."""
         return sorted(PurePosixPath(meta["path"]).name for meta in self._listing(prefix)["objects"])
 
+    def tags(self, prefix: str = "") -> dict[str, str]:
+        """The names of the documents directly in the folder `prefix` (sorted), each with a
+        tag that changes whenever it is written (its ETag; its size and time where the store
+        has none)."""
+        tagged = {PurePosixPath(meta["path"]).name: _tag(meta)
+                  for meta in self._listing(prefix)["objects"]}
+        return dict(sorted(tagged.items()))
+
+    def tag(self, key: str) -> str | None:
+        """The tag of the document at `key` (`tags`), or None when there is none."""
+        if not self._exists_locally():
+            return None
+        try:
+            return _tag(obstore.head(self._store, key))
+        except FileNotFoundError:
+            return None
+
     def folders(self, prefix: str = "") -> list[str]:
         """The names of the folders directly in the folder `prefix`."""
         return sorted(PurePosixPath(path).name for path in self._listing(prefix)["common_prefixes"])
@@ -237,3 +254,7 @@ class Storage:
         for batch in obstore.list(self._store, prefix=f"{prefix}/" if prefix else None,
                                   chunk_size=1):
             yield from batch
+
+
+def _tag(meta: obstore.ObjectMeta) -> str:
+    return meta["e_tag"] or f"{meta['size']}@{meta['last_modified'].isoformat()}"

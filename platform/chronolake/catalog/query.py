@@ -1,0 +1,175 @@
+"""Flink SQL over a lake's registered tables, read as bounded, answered as Spark frames.
+
+Each name a query reads becomes a frame (a table's relation, a derived table's output, a
+plain view's own query over frames) and the query's Spark SQL reads those frames through
+`SparkSession.sql`'s frame arguments. Nothing is registered under the user's table names,
+so a temporary view of the same name in the user's own session is never replaced.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from pyspark.sql import DataFrame, SparkSession
+from sqlglot import exp
+
+from chronolake.catalog.entry import Spec
+from chronolake.catalog.inputs import input_specs, source_spec
+from chronolake.catalog.registry import Registry
+from chronolake.catalog.relations import changelog_dataframe, relation_dataframe
+from chronolake.errors import DefinitionError, UnknownNameError
+from chronolake.joins.temporal import (
+    join_query,
+    latest_versions,
+    matched_latest,
+    matched_versions,
+)
+from chronolake.joins.versions import first_versions, forward_newer_versions
+from chronolake.lake import LakeBackend
+from chronolake.lake.layout import table_location
+from chronolake.lake.reader import latest_per_key
+from chronolake.lake.stamps import latest_recorded_watermark
+from chronolake.schema import ChangelogMode, StartupMode, TableSpec, ViewSpec
+from chronolake.schema.dialect import spark_sql
+from chronolake.schema.spec import OPERATOR_KINDS, KeepRow
+from chronolake.sql._names import relation_name
+from chronolake.sql.current_watermark import HeldWatermark, bind, held_by, uses_current_watermark
+from chronolake.sql.query import parse_query, referenced_tables, tables_of, temporal_joins
+from chronolake.sql.temporal import TemporalJoinPlan, TimeMode, plan_temporal_join
+from chronolake.watermarks.assigner import WatermarkAssigner
+
+_FRAME = "__chronolake_frame_"
+"""The prefix of a frame argument's name in a query's Spark SQL text."""
+_FRAME_REFERENCE = re.compile(rf"`?({_FRAME}\d+)`?")
+
+
+class QuerySession:
+    """Queries over the registrations of `registry`, with `spark` and the lake's `backend`.
+
+    Example:
+        >>> queries = QuerySession(spark, backend, Registry(root))
+        >>> queries.sql("SELECT currency, COUNT(*) FROM orders GROUP BY currency").show()
+    """
+
+    def __init__(self, spark: SparkSession, backend: LakeBackend, registry: Registry) -> None:
+        self.spark = spark
+        self.backend = backend
+        self.registry = registry
+
+    def sql(self, query: str) -> DataFrame:
+        """A Flink SQL query over registered tables and views, as a Spark DataFrame.
+
+        Inputs are read as bounded: a temporal join sees every commit of both sides and
+        ends with a final watermark of +infinity, so the result is the join's final result.
+        """
+        specs = self.registry.specs()
+        for name in referenced_tables(query):
+            if name.lower() not in specs:
+                raise UnknownNameError(
+                    f"query references unknown table {name!r}; registered: "
+                    f"{', '.join(sorted(specs)) or 'none'} (declare it with CREATE TABLE first)"
+                )
+        return self._frame_of_query(query, specs)
+
+    def changelog(self, name: str, start_version: int = 0, end_version: int | None = None
+                  ) -> DataFrame:
+        """A table's changes between two versions, with declared and system columns."""
+        spec = source_spec(self.registry.entry(name).spec, self.registry.root, self.backend)
+        if not isinstance(spec, TableSpec):
+            raise DefinitionError(
+                f"{name!r} is a view computed on read; only tables and derived tables (views "
+                f"with {OPERATOR_KINDS}) have a changelog"
+            )
+        return changelog_dataframe(self.spark, self.backend, spec, self.registry.root,
+                                   start_version, end_version)
+
+    def versions(self, name: str) -> DataFrame:
+        """The version events of a versioned table or deduplication view, in arrival order."""
+        spec = self.registry.entry(name).spec
+        if isinstance(spec, TableSpec):
+            return self.changelog(name)
+        if spec.deduplication is None:
+            raise DefinitionError(
+                f"view {name!r} is not a deduplication view, so it has no versions; a versioned "
+                "view is SELECT ... FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY t "
+                "DESC) AS rn FROM src) WHERE rn = 1"
+            )
+        dedup = spec.deduplication
+        source = self.versions(dedup.source)
+        if dedup.keep is KeepRow.FIRST:
+            return first_versions(source, dedup.key, dedup.order_by)
+        return forward_newer_versions(source, dedup.key, dedup.order_by)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _frame_of_query(self, query: str, registered: Mapping[str, Spec]) -> DataFrame:
+        specs = input_specs(query, registered, self.registry.root, self.backend)
+        if temporal_joins(query):
+            return self._temporal_join(plan_temporal_join(query, specs))
+        tree = parse_query(query)
+        if uses_current_watermark(query):
+            tree = bind(tree, self._held_watermarks(tree, specs), where=f"query {query!r}")
+        frames: dict[str, DataFrame] = {}
+        read = {name.lower() for name in tables_of(tree)}
+        for table in list(tree.find_all(exp.Table)):
+            name = relation_name(table).lower()
+            if isinstance(table.this, exp.Identifier) and name in read:
+                frames[key := f"{_FRAME}{len(frames)}"] = self._frame(name, specs, registered)
+                _read_frame(table, key)
+        text = spark_sql(tree).replace("{", "{{").replace("}", "}}")
+        return self.spark.sql(_FRAME_REFERENCE.sub(r"{\1}", text), None, **frames)
+
+    def _frame(self, name: str, specs: Mapping[str, Spec], registered: Mapping[str, Spec]
+               ) -> DataFrame:
+        """The rows of `name` as this query reads it: a table's (or a derived table's output)
+        relation, or a view's query over frames of its own."""
+        spec = specs[name]
+        if isinstance(spec, ViewSpec):
+            return self._frame_of_query(spec.query, registered)
+        return relation_dataframe(self.spark, self.backend, spec, self.registry.root)
+
+    def _held_watermarks(self, tree: exp.Query, specs: Mapping[str, Spec]
+                         ) -> dict[str, HeldWatermark]:
+        """What each table `tree` reads holds now, by its name and alias (lower case): what
+        its `CURRENT_WATERMARK` is when read now."""
+        held: dict[str, HeldWatermark] = {}
+        for table in tree.find_all(exp.Table):
+            spec = specs.get(table.name.lower())
+            if isinstance(spec, TableSpec):
+                found = held_by(spec, self._watermark_now(spec))
+                if found is not None:
+                    held |= {table.name.lower(): found, table.alias_or_name.lower(): found}
+        return held
+
+    def _watermark_now(self, spec: TableSpec) -> int | None:
+        """The watermark a table holds now: a derived table's last recorded one; a source's
+        generated over all its commits (one Spark job); None under processing time."""
+        if spec.derived:
+            return latest_recorded_watermark(table_location(self.registry.root, spec.options.path))
+        hybrid = spec.options.startup_mode is StartupMode.SNAPSHOT_THEN_CHANGELOG
+        if spec.watermark is None or hybrid:
+            return None
+        assigner = WatermarkAssigner.for_table(spec)
+        return assigner.assign(self.changelog(spec.name)).state().watermark
+
+    def _temporal_join(self, plan: TemporalJoinPlan) -> DataFrame:
+        probe = self.changelog(plan.probe.name)
+        if plan.probe.primary_key and plan.probe.options.changelog is not ChangelogMode.APPEND:
+            probe = latest_per_key(probe, plan.probe.primary_key)  # the probe's final rows
+        build = self.versions(plan.build.name)
+        if plan.mode is TimeMode.EVENT_TIME:
+            matched = matched_versions(plan, probe, build)
+        else:
+            matched = matched_latest(plan, probe, latest_versions(build, plan.build_keys))
+        return join_query(plan, probe, matched)
+
+
+def _read_frame(table: exp.Table, key: str) -> None:
+    """Point `table` at the frame argument `key`, keeping the name its columns are
+    qualified with."""
+    if not table.alias:
+        table.set("alias", exp.TableAlias(this=exp.to_identifier(table.name)))
+    table.set("this", exp.to_identifier(key))
+    table.set("db", None)
+    table.set("catalog", None)
