@@ -26,7 +26,8 @@ from pathlib import Path
 from chronolake import Catalog
 from chronolake.schema import ViewSpec
 from chronolake.spark.session import local_spark_session
-from chronolake.sql.operator_plan import OperatorPlan, bind_plan
+from chronolake.sql.operations import OperatorPlan
+from chronolake.sql.operator_plan import bind_plan
 from chronolake.sql.view_kinds import is_derived
 
 

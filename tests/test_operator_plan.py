@@ -16,8 +16,9 @@ from _orders_and_rates import ORDERS_AND_RATES
 from chronolake import Catalog
 from chronolake.catalog import CatalogEntry
 from chronolake.schema import ViewSpec
+from chronolake.sql.deduplication import DeduplicationPlan
 from chronolake.sql.interval import IntervalJoinPlan
-from chronolake.sql.operator_plan import DeduplicationPlan, StoredPlan, bind_plan
+from chronolake.sql.operator_plan import StoredPlan, bind_plan
 from chronolake.sql.temporal import TemporalJoinPlan
 from chronolake.sql.window import WindowPlan
 from chronolake.sql.window_rank import WindowRankPlan

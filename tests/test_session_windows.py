@@ -274,3 +274,32 @@ def test_sessions_over_a_processing_time_source_close_by_the_clock(
     second = materialize_view(catalog, "by_clock", clock=clock)
     assert output(spark, tmp_path, "by_clock", "n", "total") == [(1, 22, 4, 1 + 2 + 4 + 8)]
     assert (second.figures["late_rows"], second.figures["open_windows"]) == (0, 0)
+
+
+class _RunningClock:
+    """A wall clock's readings: each one a second after the one before."""
+
+    def __init__(self, start_ms: int) -> None:
+        self.readings = iter(range(start_ms, start_ms + 3_600_000, 1000))
+
+    def now_ms(self) -> int:
+        return next(self.readings)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("start", [15, 16, 17])
+def test_a_run_commits_the_processing_time_watermark_its_windows_closed_by(
+    spark: SparkSession, tmp_path: Path, start: int
+) -> None:
+    """The clock moves between the step and the commit (in Dagster they are separate ops):
+    the watermark stamped on the output is the one the step ran at, so a session the run
+    left open ([1, 18) here) is never behind the watermark a reader sees."""
+    plain = ORDERS.replace("orders (", "orders_plain (").replace(
+        ",\n  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND", ""
+    )
+    view = SESSIONS.replace("sessions", "by_clock").replace("TABLE orders", "TABLE orders_plain")
+    catalog = lake_with(tmp_path, spark, [plain, view], [row(0, "u", 1), row(1, "u", 8)])
+    result = materialize_view(catalog, "by_clock", clock=_RunningClock(ms(start)))
+    assert result.watermark_ms is not None
+    still_open = result.figures["open_windows"] == 1
+    assert still_open == (result.watermark_ms < ms(18)), (start, result.watermark_ms)

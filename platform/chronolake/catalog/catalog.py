@@ -226,8 +226,7 @@ class Catalog:
 
     def operator_inputs(self, query: str) -> dict[str, Spec]:
         """What an operator running `query` reads each name as (`inputs.operator_inputs`)."""
-        return operator_inputs(query, self.specs(), self.root, self.backend,
-                               lambda text: self.sql(text).schema)
+        return operator_inputs(query, self.specs(), self, lambda text: self.sql(text).schema)
 
     def operator_plan(self, view: ViewSpec) -> StoredPlan:
         """The operator plan of derived table `view`: the one its entry keeps while every

@@ -9,6 +9,7 @@ and filters one table.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from pyspark.sql.types import StructType
 
@@ -22,11 +23,23 @@ from chronolake.sql.operator_plan import registration_digest
 from chronolake.sql.query import referenced_tables, temporal_joins
 from chronolake.sql.view_kinds import is_derived, output_table_spec, plain_source, through_view_spec
 
+
+class Lake(Protocol):
+    """Where a lake's derived tables are, and how its tables are read: its backend is only
+    asked for when a derived table is read (declaring and binding need no Spark)."""
+
+    @property
+    def root(self) -> Location: ...
+
+    @property
+    def backend(self) -> LakeBackend: ...
+
+
 SchemaOf = Callable[[str], StructType]
 """The schema of a query's rows (Spark's analysis of it)."""
 
 
-def source_spec(spec: Spec, root: Location, backend: LakeBackend) -> Spec:
+def source_spec(spec: Spec, lake: Lake) -> Spec:
     """What `spec` is when read: a table, a derived view's output table (its latest committed
     state and change data feed), or another view (computed on read).
 
@@ -35,20 +48,19 @@ def source_spec(spec: Spec, root: Location, backend: LakeBackend) -> Spec:
     if not is_derived(spec):
         return spec
     assert isinstance(spec, ViewSpec)
-    path = output_path(root, spec.name)
-    if not backend.is_delta_table(path):
+    path = output_path(lake.root, spec.name)
+    if not lake.backend.is_delta_table(path):
         msg = (
             f"view {spec.name!r} is a derived table that has never run, so it has no rows "
-            f"to read yet; run it first: `chronolake run {spec.name} --lake {root}` "
+            f"to read yet; run it first: `chronolake run {spec.name} --lake {lake.root}` "
             "(or materialize its asset in Dagster)"
         )
         raise SourceError(msg)
-    schema = backend.snapshot(path).schema
+    schema = lake.backend.snapshot(path).schema
     return output_table_spec(spec, schema, view_data_keys(spec.name)[0])
 
 
-def input_specs(query: str, specs: Mapping[str, Spec], root: Location, backend: LakeBackend
-                ) -> dict[str, Spec]:
+def input_specs(query: str, specs: Mapping[str, Spec], lake: Lake) -> dict[str, Spec]:
     """Every registered spec, with the derived views `query` reads as their output tables
     (what an operator reading them plans against). A deduplication view joined
     FOR SYSTEM_TIME AS OF stays a view: its versions come from its source's changelog."""
@@ -61,19 +73,19 @@ def input_specs(query: str, specs: Mapping[str, Spec], root: Location, backend: 
     for name in referenced_tables(query):
         spec = specs.get(name.lower())
         if spec is not None and is_derived(spec) and name.lower() not in versioned_by_source:
-            resolved[name.lower()] = source_spec(spec, root, backend)
+            resolved[name.lower()] = source_spec(spec, lake)
     return resolved
 
 
-def operator_inputs(query: str, specs: Mapping[str, Spec], root: Location,
-                    backend: LakeBackend, schema_of: SchemaOf) -> dict[str, Spec]:
+def operator_inputs(query: str, specs: Mapping[str, Spec], lake: Lake, schema_of: SchemaOf
+                    ) -> dict[str, Spec]:
     """`input_specs`, with each plain view `query` reads (a projection or filter of one
     table) as its source's changes through the view's SELECT: what an operator runs on."""
-    resolved = input_specs(query, specs, root, backend)
+    resolved = input_specs(query, specs, lake)
     for name in referenced_tables(query):
         spec = resolved.get(name.lower())
         if isinstance(spec, ViewSpec) and plain_source(spec.query) is not None:
-            resolved[name.lower()] = _through_view(spec, specs, root, backend, schema_of)
+            resolved[name.lower()] = _through_view(spec, specs, lake, schema_of)
     return resolved
 
 
@@ -93,11 +105,11 @@ def registrations_read(query: str, specs: Mapping[str, Spec]) -> dict[str, str]:
     return read
 
 
-def _through_view(view: ViewSpec, specs: Mapping[str, Spec], root: Location,
-                  backend: LakeBackend, schema_of: SchemaOf) -> TableSpec:
+def _through_view(view: ViewSpec, specs: Mapping[str, Spec], lake: Lake, schema_of: SchemaOf
+                  ) -> TableSpec:
     source_name = plain_source(view.query)
     assert source_name is not None
-    source = operator_inputs(view.query, specs, root, backend, schema_of)[source_name.lower()]
+    source = operator_inputs(view.query, specs, lake, schema_of)[source_name.lower()]
     if not isinstance(source, TableSpec):
         msg = (
             f"view {view.name!r} reads {source.name!r}, a view computed as a whole on read, "

@@ -30,6 +30,7 @@ from chronolake.lake import LakeBackend
 from chronolake.lake.layout import table_location
 from chronolake.lake.reader import latest_per_key
 from chronolake.lake.stamps import latest_recorded_watermark
+from chronolake.location import Location
 from chronolake.schema import ChangelogMode, StartupMode, TableSpec, ViewSpec
 from chronolake.schema.dialect import spark_sql
 from chronolake.schema.spec import OPERATOR_KINDS, KeepRow
@@ -57,6 +58,10 @@ class QuerySession:
         self.backend = backend
         self.registry = registry
 
+    @property
+    def root(self) -> Location:
+        return self.registry.root
+
     def sql(self, query: str) -> DataFrame:
         """A Flink SQL query over registered tables and views, as a Spark DataFrame.
 
@@ -75,13 +80,13 @@ class QuerySession:
     def changelog(self, name: str, start_version: int = 0, end_version: int | None = None
                   ) -> DataFrame:
         """A table's changes between two versions, with declared and system columns."""
-        spec = source_spec(self.registry.entry(name).spec, self.registry.root, self.backend)
+        spec = source_spec(self.registry.entry(name).spec, self)
         if not isinstance(spec, TableSpec):
             raise DefinitionError(
                 f"{name!r} is a view computed on read; only tables and derived tables (views "
                 f"with {OPERATOR_KINDS}) have a changelog"
             )
-        return changelog_dataframe(self.spark, self.backend, spec, self.registry.root,
+        return changelog_dataframe(self.spark, self.backend, spec, self.root,
                                    start_version, end_version)
 
     def versions(self, name: str) -> DataFrame:
@@ -104,7 +109,7 @@ class QuerySession:
     # -- internals -------------------------------------------------------------------------
 
     def _frame_of_query(self, query: str, registered: Mapping[str, Spec]) -> DataFrame:
-        specs = input_specs(query, registered, self.registry.root, self.backend)
+        specs = input_specs(query, registered, self)
         if temporal_joins(query):
             return self._temporal_join(plan_temporal_join(query, specs))
         tree = parse_query(query)
@@ -127,7 +132,7 @@ class QuerySession:
         spec = specs[name]
         if isinstance(spec, ViewSpec):
             return self._frame_of_query(spec.query, registered)
-        return relation_dataframe(self.spark, self.backend, spec, self.registry.root)
+        return relation_dataframe(self.spark, self.backend, spec, self.root)
 
     def _held_watermarks(self, tree: exp.Query, specs: Mapping[str, Spec]
                          ) -> dict[str, HeldWatermark]:
@@ -146,7 +151,7 @@ class QuerySession:
         """The watermark a table holds now: a derived table's last recorded one; a source's
         generated over all its commits (one Spark job); None under processing time."""
         if spec.derived:
-            return latest_recorded_watermark(table_location(self.registry.root, spec.options.path))
+            return latest_recorded_watermark(table_location(self.root, spec.options.path))
         hybrid = spec.options.startup_mode is StartupMode.SNAPSHOT_THEN_CHANGELOG
         if spec.watermark is None or hybrid:
             return None

@@ -188,12 +188,14 @@ interval_join = _operator_op(
     "pad the outer rows whose interval the watermark passed unmatched, keep the rest in "
     "state; count the figures.",
 )
-_OPERATOR_OPS = {
+OPERATOR_OPS = {
     ViewKind.TEMPORAL_JOIN: temporal_join,
     ViewKind.WINDOW_AGGREGATE: window_aggregate,
     ViewKind.DEDUPLICATION: deduplication,
     ViewKind.INTERVAL_JOIN: interval_join,
 }
+"""The op of each kind an operator runs (`chronolake.sql.operations`; a test checks that
+none is missing)."""
 
 _CHECK_OUTS = {name: Out(Nothing) for name in RUN_CHECKS}
 
@@ -254,7 +256,7 @@ def derived_asset(
 ) -> AssetsDefinition:
     """The graph-backed asset of an incrementally run view: read → assign watermarks →
     operator → commit."""
-    operate = _OPERATOR_OPS[view_kind(spec)]
+    operate = OPERATOR_OPS[view_kind(spec)]
     check_outputs = {name: f"{spec.name}_{name}" for name in RUN_CHECKS}
 
     @config_mapping

@@ -38,7 +38,7 @@ from chronolake.runtime.operator import (
 from chronolake.runtime.reuse import reused
 from chronolake.schema import ViewSpec
 from chronolake.schema.spec import KeepRow
-from chronolake.sql.operator_plan import DeduplicationPlan
+from chronolake.sql.deduplication import DeduplicationPlan
 from chronolake.watermarks.late import LateReason, side_table_rows
 from chronolake.watermarks.watermark import Watermark
 

@@ -18,6 +18,7 @@ at `commit`, which refuses when another run committed in between.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from pyspark.sql import DataFrame
 
@@ -200,9 +201,10 @@ class DerivedTable:
             tallies_counted=ticked is not None or self.view.updating,
         )
         if ticked is None:
-            step = self.operator.step(
-                context, reads, combined, self._watermark_ms(plan.base, combined)
-            )
+            watermark_ms = self._watermark_ms(plan.base, combined)
+            step = replace(self.operator.step(context, reads, combined, watermark_ms),
+                           watermark_ms=watermark_ms,
+                           processing_time=combined.use_processing_time)
         else:
             step = step_ticks(self.operator, ticked, context, watermark_ms=self._watermark_ms)
         fault_point(FaultPoint.AFTER_READ)
@@ -247,14 +249,14 @@ class DerivedTable:
         for name, position in positions.items():
             if full_refresh or position.phase is ReadPhase.SNAPSHOT:
                 continue
+            rewritten = overwrite_versions(paths[name], position.version + 1, ends[name])
+            if not rewritten:
+                continue  # its columns are checked once, as it is read (`read_input`)
             check_columns(  # a dropped or retyped column is named before an OVERWRITE is
                 specs[name], consumed=position.columns, consumed_version=position.version,
                 current=declared_column_types(paths[name], specs[name], ends[name]),
                 version=ends[name], derived=self.name,
             )
-            rewritten = overwrite_versions(paths[name], position.version + 1, ends[name])
-            if not rewritten:
-                continue
             if committed.run > 0 and self.on_source_overwrite is OverwritePolicy.FAIL:
                 raise overwrite_error(
                     specs[name], paths[name], rewritten, position.version, self.name
@@ -318,8 +320,7 @@ class DerivedTable:
         begin_writing(self.store, self.name, plan)
         fault_point(FaultPoint.AFTER_INTENT)
         number, intent = plan.number, plan.intent
-        combined = combined_watermark(reads.values())
-        watermark_ms = self._watermark_ms(plan.base, combined)
+        watermark_ms = step.watermark_ms
         output_ms = self._output_watermark(watermark_ms)
         output_version, written_figures = self._write(
             plan, step, output_ms, replace=intent.full_refresh
@@ -348,7 +349,7 @@ class DerivedTable:
             },
             figures=figures,
             watermark_ms=output_ms,
-            processing_time=combined.use_processing_time,
+            processing_time=step.processing_time,
             source_phases={name: read.phase for name, read in reads.items()},
             switch_versions={
                 name: read.switched_at

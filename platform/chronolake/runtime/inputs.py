@@ -46,7 +46,6 @@ from chronolake.runtime.source_checks import (
     check_columns,
     declared_column_types,
     overwrite_versions,
-    require_delta_table,
 )
 from chronolake.schema import StartupMode, TableSpec
 from chronolake.schema.options import SPLIT_BY_PARTITIONS
@@ -170,16 +169,16 @@ def read_input(
 ) -> ChangelogRead:
     """The input's rows after `position` up to `end_version` (lazy), watermarks not assigned.
 
-    Raises `SourceError` (before any Spark job) when the source is not a Delta table,
-    lost or retyped a declared column, or cannot be read in that range; `derived` is
-    the derived table's name, for the message. A plain view reads its source's changes.
+    Raises `SourceError` (before any Spark job) when the source lost or retyped a declared
+    column, or cannot be read in that range; `derived` is the derived table's name, for the
+    message. That the source is a Delta table the run checked first (`DerivedTable.prepare`).
+    A plain view reads its source's changes.
     """
     if spec.through_view is not None:
         read = read_input(catalog, spec.through_view.source, position, end_version,
                           derived=derived)
         return replace(read, views=(*read.views, spec))
     path = catalog.table_path(spec)
-    require_delta_table(path, spec, derived)
     columns = declared_column_types(path, spec, end_version)
     check_columns(
         spec, consumed=position.columns, consumed_version=position.version, current=columns,

@@ -53,6 +53,11 @@ class Step:
     output_figures: dict[str, Column] = field(default_factory=dict)
     """More figures to count over the output as it is written, as named aggregates."""
     tallied: Tallied = field(default_factory=lambda: Tallied({}, lambda counts: {}))
+    watermark_ms: int | None = None
+    """The watermark the step ran at (the last tick's, in ticks), set by the run: what it
+    commits, so that a clock read between the step and the commit never moves it."""
+    processing_time: bool = False
+    """Whether that watermark is the clock's (no input has an event-time watermark)."""
 
 
 OUTPUT = "output"

@@ -1,6 +1,10 @@
-"""Which operator runs a view: the one its bound plan (`sql.operator_plan`) is for."""
+"""Which operator runs a view: the one registered for the type of its bound plan
+(`chronolake.sql.operations` registers the plan types; a test checks each has one here)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from chronolake.catalog import Catalog
 from chronolake.runtime.dedup_operator import DeduplicateOperator
@@ -9,17 +13,23 @@ from chronolake.runtime.join_operator import TemporalJoinOperator
 from chronolake.runtime.operator import Operator
 from chronolake.runtime.window_operator import WindowAggregateOperator
 from chronolake.schema import ViewSpec
+from chronolake.sql.deduplication import DeduplicationPlan
 from chronolake.sql.interval import IntervalJoinPlan
-from chronolake.sql.operator_plan import DeduplicationPlan, OperatorPlan
+from chronolake.sql.operations import OperatorPlan
 from chronolake.sql.temporal import TemporalJoinPlan
+from chronolake.sql.window import WindowPlan
+from chronolake.sql.window_rank import WindowRankPlan
+
+OPERATORS: Mapping[type[OperatorPlan], Callable[[Catalog, ViewSpec, Any], Operator]] = {
+    TemporalJoinPlan: lambda catalog, view, plan: TemporalJoinOperator(catalog, plan),
+    WindowRankPlan: lambda catalog, view, plan: WindowAggregateOperator(view, plan),
+    WindowPlan: lambda catalog, view, plan: WindowAggregateOperator(view, plan),
+    DeduplicationPlan: lambda catalog, view, plan: DeduplicateOperator(view, plan),
+    IntervalJoinPlan: IntervalJoinOperator,
+}
+"""The operator of each plan type, built from the catalog, the view and its plan."""
 
 
 def operator_for(catalog: Catalog, view: ViewSpec, plan: OperatorPlan) -> Operator:
     """The operator that runs `view` incrementally by `plan` (`Catalog.operator_plan`)."""
-    if isinstance(plan, TemporalJoinPlan):
-        return TemporalJoinOperator(catalog, plan)
-    if isinstance(plan, IntervalJoinPlan):
-        return IntervalJoinOperator(catalog, view, plan)
-    if isinstance(plan, DeduplicationPlan):
-        return DeduplicateOperator(view, plan)
-    return WindowAggregateOperator(view, plan)
+    return OPERATORS[type(plan)](catalog, view, plan)

@@ -42,6 +42,17 @@ class TickReport(BaseModel):
         default_factory=list, description="Every pause and resume, in order, as log lines."
     )
 
+    def figures(self) -> dict[str, int]:
+        """The run figures the report says (`chronolake.runtime.figures`): what Dagster plots."""
+        return {
+            "ticks": self.ticks,
+            "peak_buffered_rows": max(self.buffered_rows, default=0),
+            "split_pauses": sum(self.pauses.values()),
+            "split_resumes": sum(self.resumes.values()),
+            "paused_splits": sum(len(splits) for splits in self.paused_splits.values()),
+            "unaligned_sources": len(self.unaligned),
+        }
+
 
 class RunResult(BaseModel):
     """One run of a derived table."""

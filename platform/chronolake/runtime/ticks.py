@@ -114,18 +114,6 @@ class TickedRun:
             ],
         )
 
-    def figures(self, buffered_rows: Sequence[int]) -> dict[str, int]:
-        """The numbers Dagster plots: ticks, peak buffered rows, pauses, resumes, ..."""
-        sources = self.schedule.sources.values()
-        return {
-            "ticks": self.count,
-            "peak_buffered_rows": max(buffered_rows, default=0),
-            "split_pauses": sum(s.pauses for s in sources),
-            "split_resumes": sum(s.resumes for s in sources),
-            "paused_splits": sum(len(s.paused_splits) for s in sources),
-            "unaligned_sources": sum(1 for s in sources if s.unaligned),
-        }
-
 
 def step_ticks(
     operator: Operator,
@@ -172,7 +160,8 @@ def step_ticks(
             context, state, committed, history, output_ms, event_time=operator.event_time
         )
     assert step is not None, "a ticked run has at least one tick"
-    figures.update(ticked.figures(buffered))
+    report = ticked.report(buffered)
+    figures.update(report.figures())
     return Step(
         output=reduce(DataFrame.unionByName, outputs),
         late=reduce(DataFrame.unionByName, late),
@@ -180,8 +169,10 @@ def step_ticks(
         history=reduce(DataFrame.unionByName, history) if history else None,
         figures=figures,
         waiting_reason=step.waiting_reason,
-        ticks=ticked.report(buffered),
+        ticks=report,
         output_figures=step.output_figures,
+        watermark_ms=output_ms,
+        processing_time=combined.use_processing_time,
     )
 
 

@@ -20,14 +20,9 @@ import pyspark
 from pydantic import BaseModel, ConfigDict, Field
 
 from chronolake.errors import DefinitionError
-from chronolake.schema import TableSpec, ViewKind, ViewSpec
+from chronolake.schema import TableSpec, ViewSpec
 from chronolake.schema.spec import OPERATOR_KINDS
-from chronolake.sql.interval import IntervalJoinPlan, plan_interval_join
-from chronolake.sql.temporal import TemporalJoinPlan, plan_temporal_join
-from chronolake.sql.view_kinds import view_kind
-from chronolake.sql.views import kept_row_selects
-from chronolake.sql.window import WindowPlan, plan_window_aggregate
-from chronolake.sql.window_rank import WindowRankPlan, is_window_rank, plan_window_rank
+from chronolake.sql.operations import OperatorPlan, operation_of
 
 Spec = TableSpec | ViewSpec
 
@@ -44,20 +39,6 @@ def _binder() -> str:
     except PackageNotFoundError:  # run from a source tree on PYTHONPATH
         chronolake = "from source"
     return f"chronolake {chronolake}, pyspark {pyspark.__version__}"
-
-
-class DeduplicationPlan(BaseModel):
-    """A deduplication view bound: the table whose changes it ranks, and what it keeps."""
-
-    model_config = ConfigDict(frozen=True)
-
-    source: TableSpec = Field(..., description="The table, derived table or plain view of one.")
-    selects: tuple[str, str] = Field(
-        ..., description="The inner and outer SELECT applied to each kept row (`kept_row_selects`)."
-    )
-
-
-OperatorPlan = TemporalJoinPlan | WindowRankPlan | WindowPlan | IntervalJoinPlan | DeduplicationPlan
 
 
 class StoredPlan(BaseModel):
@@ -88,38 +69,22 @@ def registration_digest(spec: Spec) -> str:
 
 
 def bind_plan(view: ViewSpec, inputs: Mapping[str, Spec]) -> OperatorPlan:
-    """The operator plan of `view`, bound against `inputs` (`Catalog.operator_inputs`)."""
-    kind = view_kind(view)
-    if kind is ViewKind.TEMPORAL_JOIN:
-        return plan_temporal_join(view.query, inputs)
-    if kind is ViewKind.WINDOW_AGGREGATE:
-        # A window Top-N / deduplication ranks the window stage's rows (`windows.rank`).
-        if is_window_rank(view.query):
-            return plan_window_rank(view.query, inputs)
-        return plan_window_aggregate(view.query, inputs)
-    if kind is ViewKind.INTERVAL_JOIN:
-        return plan_interval_join(view.query, inputs, view=view.name)
-    refuse_plain(view)
-    return _deduplication_plan(view, inputs)
+    """The operator plan of `view`, bound against `inputs` (`Catalog.operator_inputs`) by
+    its operation's planner."""
+    planner = operation_of(view).planner
+    if planner is None:
+        raise _plain_error(view)
+    return planner(view, inputs)
 
 
 def refuse_plain(view: ViewSpec) -> None:
     """Refuse a view no operator runs: it has no plan to bind."""
-    if view_kind(view) is ViewKind.PLAIN:
-        raise DefinitionError(
-            f"view {view.name!r} has none of {OPERATOR_KINDS}: it is recomputed as a whole, "
-            "not run incrementally; materialize it with chronolake.runtime.views.materialize_view"
-        )
+    if operation_of(view).planner is None:
+        raise _plain_error(view)
 
 
-def _deduplication_plan(view: ViewSpec, inputs: Mapping[str, Spec]) -> DeduplicationPlan:
-    assert view.deduplication is not None, "a deduplication view has its deduplication"
-    source = inputs[view.deduplication.source.lower()]
-    if not isinstance(source, TableSpec):
-        msg = (
-            f"deduplication view {view.name!r} reads {source.name!r}, a view computed as a "
-            "whole on read, whose changes no operator can follow; deduplicate a table, a "
-            "derived table, or a projection or filter of one"
-        )
-        raise DefinitionError(msg)
-    return DeduplicationPlan(source=source, selects=kept_row_selects(view.query))
+def _plain_error(view: ViewSpec) -> DefinitionError:
+    return DefinitionError(
+        f"view {view.name!r} has none of {OPERATOR_KINDS}: it is recomputed as a whole, "
+        "not run incrementally; materialize it with chronolake.runtime.views.materialize_view"
+    )

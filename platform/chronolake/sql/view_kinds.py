@@ -26,7 +26,7 @@ one that projects it away, naming the column.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pyspark.sql.types import StructType
 from sqlglot import exp
@@ -46,34 +46,31 @@ from chronolake.schema.windows import WINDOW_END, WINDOW_START, WINDOW_TIME
 from chronolake.spark.types import flink_type
 from chronolake.sql._names import lookup, relation_name
 from chronolake.sql.current_watermark import refuse_current_watermark
-from chronolake.sql.interval import is_interval_join, plan_interval_join
-from chronolake.sql.query import TemporalJoinRef, parse_query, temporal_joins
-from chronolake.sql.window import is_window_aggregate
-from chronolake.sql.window_rank import is_window_rank, rank_outline
+from chronolake.sql.interval import plan_interval_join
+from chronolake.sql.operations import (
+    DEDUPLICATION,
+    INTERVAL_JOIN,
+    PLAIN,
+    TEMPORAL_JOIN,
+    WINDOW_AGGREGATE,
+    WINDOW_TOP_N,
+    Operation,
+    operation_of,
+)
+from chronolake.sql.query import parse_query, temporal_joins
+from chronolake.sql.window_rank import rank_outline
 
 Catalog = Mapping[str, TableSpec | ViewSpec]
 
 
 def view_kind(view: ViewSpec) -> ViewKind:
     """The view's kind: as recorded when it was registered (`with_kind`)."""
-    return view.view_kind if view.view_kind is not None else _kind_of_query(view)
+    return view.view_kind if view.view_kind is not None else operation_of(view).kind
 
 
 def with_kind(view: ViewSpec) -> ViewSpec:
     """`view` with its kind recorded, told from its query once."""
-    return view.model_copy(update={"view_kind": _kind_of_query(view)})
-
-
-def _kind_of_query(view: ViewSpec) -> ViewKind:
-    if temporal_joins(view.query):
-        return ViewKind.TEMPORAL_JOIN
-    if is_window_aggregate(view.query):
-        return ViewKind.WINDOW_AGGREGATE
-    if view.deduplication is not None:
-        return ViewKind.DEDUPLICATION
-    if is_interval_join(view.query):
-        return ViewKind.INTERVAL_JOIN
-    return ViewKind.PLAIN
+    return view.model_copy(update={"view_kind": operation_of(view, recorded=False).kind})
 
 
 def check_current_watermark(view: ViewSpec) -> None:
@@ -151,32 +148,18 @@ def plain_source(query: str) -> str | None:
 
 def derived_view(view: ViewSpec, catalog: Catalog) -> ViewSpec:
     """`view` with the upsert key, time attribute and changelog mode its output carries."""
-    kind = view_kind(view)
     select = parse_query(view.query)
     if not isinstance(select, exp.Select):
         return view
-    if kind is ViewKind.PLAIN:
-        source = plain_source(view.query)
-        return view if source is None else _through_plain_view(view, select, source, catalog)
-    if kind is ViewKind.TEMPORAL_JOIN:
-        refs = temporal_joins(view.query)
-        ref = refs[0] if refs else None
-        if ref is None or ref.probe_table is None:
-            return view
-        return _through_temporal_join(view, select, ref, catalog)
-    if kind is ViewKind.WINDOW_AGGREGATE and is_window_rank(view.query):
-        return _out_of_window_rank(view, catalog)
-    if kind is ViewKind.WINDOW_AGGREGATE:
-        return _out_of_window(view, select)
-    if kind is ViewKind.INTERVAL_JOIN:
-        return _out_of_interval_join(view, select, catalog)
-    return view
+    return _OUTPUTS[operation_of(view)](view, select, catalog)
 
 
-def _through_temporal_join(
-    view: ViewSpec, select: exp.Select, ref: TemporalJoinRef, catalog: Catalog
-) -> ViewSpec:
-    assert ref.probe_table is not None
+def _through_temporal_join(view: ViewSpec, select: exp.Select, catalog: Catalog) -> ViewSpec:
+    """The probe's key and rowtime, through the join; updating when the probe is."""
+    refs = temporal_joins(view.query)
+    ref = refs[0] if refs else None
+    if ref is None or ref.probe_table is None:
+        return view
     probe = lookup(catalog, ref.probe_table, reader=f"view {view.name!r}")
     updating = is_updating(probe)
     key = tuple(_passed_through(select, ref.probe_alias, column) for column in probe.primary_key)
@@ -204,10 +187,12 @@ def _through_temporal_join(
     })
 
 
-def _through_plain_view(
-    view: ViewSpec, select: exp.Select, source_name: str, catalog: Catalog
-) -> ViewSpec:
-    """The key, time attribute and changelog mode a projection or filter passes through."""
+def _through_plain_view(view: ViewSpec, select: exp.Select, catalog: Catalog) -> ViewSpec:
+    """The key, time attribute and changelog mode a projection or filter passes through;
+    nothing through any other plain view."""
+    source_name = plain_source(view.query)
+    if source_name is None:
+        return view
     source = lookup(catalog, source_name, reader=f"view {view.name!r}")
     alias = select.args["from_"].this.alias_or_name
     key = [_passed_through(select, alias, column) for column in source.primary_key]
@@ -250,7 +235,7 @@ def _time_attribute(view: ViewSpec) -> WatermarkSpec | None:
     return WatermarkSpec(rowtime=view.rowtime, expression=view.rowtime)
 
 
-def _out_of_window(view: ViewSpec, select: exp.Select) -> ViewSpec:
+def _out_of_window(view: ViewSpec, select: exp.Select, catalog: Catalog) -> ViewSpec:
     """Window bounds plus group keys, when the SELECT keeps them all; `window_time`."""
     group = select.args.get("group")
     keys = list(group.expressions) if group else []
@@ -267,7 +252,7 @@ def _out_of_window(view: ViewSpec, select: exp.Select) -> ViewSpec:
     })
 
 
-def _out_of_window_rank(view: ViewSpec, catalog: Catalog) -> ViewSpec:
+def _out_of_window_rank(view: ViewSpec, select: exp.Select, catalog: Catalog) -> ViewSpec:
     """A window Top-N's output (insert-only), as Flink's `FlinkRelMdUniqueKeys` for a rank
     says: unique on its PARTITION BY columns (window bounds first) when one rank is kept,
     plus the rank number when the SELECT keeps it; `window_time` through the ranking, or the
@@ -291,6 +276,17 @@ def _out_of_window_rank(view: ViewSpec, catalog: Catalog) -> ViewSpec:
         "rowtime": rowtime,
         "updating": False,
     })
+
+
+_OUTPUTS: Mapping[Operation, Callable[[ViewSpec, exp.Select, Catalog], ViewSpec]] = {
+    TEMPORAL_JOIN: _through_temporal_join,
+    WINDOW_TOP_N: _out_of_window_rank,
+    WINDOW_AGGREGATE: _out_of_window,
+    DEDUPLICATION: lambda view, select, catalog: view,  # `chronolake.sql.views` derives it
+    INTERVAL_JOIN: _out_of_interval_join,
+    PLAIN: _through_plain_view,
+}
+"""What each operation's output carries, told from the view's SELECT."""
 
 
 def _passed_through(select: exp.Select, alias: str | None, column: str | None) -> str | None:

@@ -19,7 +19,6 @@ from chronolake.errors import DefinitionError
 from chronolake.schema.dialect import canonical_sql
 from chronolake.schema.spec import DeduplicationSpec, KeepRow, TableSpec, ViewSpec
 from chronolake.sql._names import lookup, relation_name
-from chronolake.sql.query import parse_query
 from chronolake.sql.resolve import resolve_view
 from chronolake.sql.view_kinds import check_current_watermark, derived_view, with_kind
 
@@ -67,25 +66,6 @@ def view_spec(create: exp.Create, catalog: Catalog) -> ViewSpec:
         "primary_key": key, "rowtime": rowtime, "deduplication": dedup,
         "updating": dedup.keep is KeepRow.LAST,  # keep-first never replaces a row
     }))
-
-
-def kept_row_selects(query: str) -> tuple[str, str]:
-    """A deduplication view's two SELECTs without the ranking, each over one relation: the
-    inner one over the source, the outer one over the inner's rows. Applied to the row each
-    key keeps, they give the view's row (`chronolake.catalog.relations.through_view_rows`)."""
-    outer = parse_query(query)
-    assert isinstance(outer, exp.Select)
-    source = _from(outer)
-    assert isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select)
-    inner = source.this.copy()
-    inner.set("expressions", [
-        item for item in inner.expressions if not any(item.find_all(exp.Window))
-    ])
-    alias = source.alias_or_name or "kept"
-    outer = outer.copy()
-    outer.set("where", None)
-    outer.set("from_", exp.From(this=exp.to_table("kept").as_(alias)))
-    return canonical_sql(inner), canonical_sql(outer)
 
 
 def _deduplication(

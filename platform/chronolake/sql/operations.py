@@ -1,0 +1,90 @@
+"""What runs a view: one registration per operation, the one list every tier dispatches on.
+
+A view is recognized by the first registration, in this order, whose test its query
+passes: a temporal join, a window Top-N (a rank over a window table function), a window
+aggregate, a deduplication, an interval join; any other view is plain, computed as a whole
+on read. A registration holds the kind recorded in the view's catalog entry, the plan its
+query binds to and the planner that binds it. The runs' tier registers each plan type's
+operator (`chronolake.runtime.operators`), and Dagster's each kind's op
+(`chronolake.dagster.derived_assets`); their tests check that none is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from chronolake.schema import TableSpec, ViewKind, ViewSpec
+from chronolake.sql.deduplication import DeduplicationPlan, plan_deduplication
+from chronolake.sql.interval import IntervalJoinPlan, is_interval_join, plan_interval_join
+from chronolake.sql.query import temporal_joins
+from chronolake.sql.temporal import TemporalJoinPlan, plan_temporal_join
+from chronolake.sql.window import WindowPlan, is_window_aggregate, plan_window_aggregate
+from chronolake.sql.window_rank import WindowRankPlan, is_window_rank, plan_window_rank
+
+Spec = TableSpec | ViewSpec
+OperatorPlan = TemporalJoinPlan | WindowRankPlan | WindowPlan | IntervalJoinPlan | DeduplicationPlan
+"""A derived table's query bound against what it reads: what its operator runs."""
+
+
+@dataclass(frozen=True)
+class Operation:
+    """How one kind of view is recognized, recorded and planned."""
+
+    kind: ViewKind
+    """What the view's catalog entry records (a window Top-N records a window aggregate)."""
+    name: str
+    summary: str
+    """What the operation does, in one line."""
+    recognizes: Callable[[ViewSpec], bool]
+    planner: Callable[[ViewSpec, Mapping[str, Spec]], OperatorPlan] | None
+    """Binds the view's query against its inputs; None for a view no operator runs."""
+    plan_type: type[OperatorPlan] | None
+
+
+TEMPORAL_JOIN = Operation(
+    ViewKind.TEMPORAL_JOIN, "temporal join",
+    "joins each probe row with the version of a versioned table valid at its time",
+    lambda view: bool(temporal_joins(view.query)),
+    lambda view, inputs: plan_temporal_join(view.query, inputs), TemporalJoinPlan,
+)
+WINDOW_TOP_N = Operation(
+    ViewKind.WINDOW_AGGREGATE, "window Top-N",
+    "ranks each window's rows and keeps the top ones once the watermark closes it",
+    lambda view: is_window_rank(view.query),
+    lambda view, inputs: plan_window_rank(view.query, inputs), WindowRankPlan,
+)
+WINDOW_AGGREGATE = Operation(
+    ViewKind.WINDOW_AGGREGATE, "window aggregate",
+    "aggregates each window's rows once the watermark closes it",
+    lambda view: is_window_aggregate(view.query),
+    lambda view, inputs: plan_window_aggregate(view.query, inputs), WindowPlan,
+)
+DEDUPLICATION = Operation(
+    ViewKind.DEDUPLICATION, "deduplication",
+    "keeps the first or last row of each key, as a changelog",
+    lambda view: view.deduplication is not None, plan_deduplication, DeduplicationPlan,
+)
+INTERVAL_JOIN = Operation(
+    ViewKind.INTERVAL_JOIN, "interval join",
+    "joins rows of two inputs whose times lie within bounds of each other",
+    lambda view: is_interval_join(view.query),
+    lambda view, inputs: plan_interval_join(view.query, inputs, view=view.name),
+    IntervalJoinPlan,
+)
+PLAIN = Operation(
+    ViewKind.PLAIN, "plain view",
+    "any other query, computed as a whole on read (a projection or filter of one table "
+    "follows its changes)",
+    lambda view: True, None, None,
+)
+OPERATIONS = (TEMPORAL_JOIN, WINDOW_TOP_N, WINDOW_AGGREGATE, DEDUPLICATION, INTERVAL_JOIN, PLAIN)
+"""Every operation, in the order a view's query is recognized."""
+
+
+def operation_of(view: ViewSpec, *, recorded: bool = True) -> Operation:
+    """The operation that runs `view`: of the kind its entry records (unless not
+    `recorded`), told from its query."""
+    kind = view.view_kind if recorded else None
+    candidates = [op for op in OPERATIONS if kind is None or op.kind is kind]
+    return next((op for op in candidates if op.recognizes(view)), candidates[-1])
