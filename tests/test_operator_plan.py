@@ -1,8 +1,10 @@
 """A derived table's operator plan, kept in its catalog entry, reads back as the plan bound.
 
 Every kind of operator plan goes through JSON (the catalog entry) and comes back equal, so a
-later run, in another process, runs exactly what the first one bound. No Spark: these views
-read tables only, and declaring and binding them needs no JVM.
+later run, in another process, runs exactly what the first one bound. Each view is planned
+by the one operation its query is (`chronolake.sql.operations`), and every tier above
+registers what runs it. No Spark: these views read tables only, and declaring and binding
+them needs no JVM.
 """
 
 from __future__ import annotations
@@ -15,9 +17,13 @@ from _orders_and_rates import ORDERS_AND_RATES
 
 from chronolake import Catalog
 from chronolake.catalog import CatalogEntry
-from chronolake.schema import ViewSpec
+from chronolake.dagster.derived_assets import OPERATOR_OPS
+from chronolake.errors import DefinitionError
+from chronolake.runtime.operators import OPERATORS
+from chronolake.schema import ViewKind, ViewSpec
 from chronolake.sql.deduplication import DeduplicationPlan
 from chronolake.sql.interval import IntervalJoinPlan
+from chronolake.sql.operations import OPERATIONS, operation_of
 from chronolake.sql.operator_plan import StoredPlan, bind_plan
 from chronolake.sql.temporal import TemporalJoinPlan
 from chronolake.sql.window import WindowPlan
@@ -51,23 +57,27 @@ CREATE TABLE payments (order_id BIGINT, paid BIGINT, pay_time TIMESTAMP(3),
 CREATE TABLE shipments (order_id BIGINT, carrier STRING, ship_time TIMESTAMP(3),
   WATERMARK FOR ship_time AS ship_time) WITH ('path' = 'shipments');
 """
+PLAIN_VIEW = "CREATE VIEW big_orders AS SELECT order_id, amount FROM orders WHERE amount > 10;"
 
 
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
     lake = Catalog(Path(tmp_path_factory.mktemp("plans")))
-    lake.declare(ORDERS_AND_RATES + APPEND_ONLY + "".join(
+    lake.declare(ORDERS_AND_RATES + APPEND_ONLY + PLAIN_VIEW + "".join(
         f"CREATE VIEW {name} AS {query};\n" for name, (_, query) in VIEWS.items()
     ))
     return lake
 
 
 @pytest.mark.parametrize("name", VIEWS)
-def test_every_kind_of_plan_reads_back_from_the_catalog_entry_as_bound(
+def test_every_kind_of_plan_is_bound_by_its_operation_and_reads_back_as_bound(
     catalog: Catalog, name: str
 ) -> None:
     view = catalog.spec(name)
     assert isinstance(view, ViewSpec)
+    operation = operation_of(view)  # as its entry records it, and as its query says
+    assert operation_of(view, recorded=False) is operation and view.view_kind is operation.kind
+    assert operation.plan_type is VIEWS[name][0]
     stored = catalog.operator_plan(view)
     assert isinstance(stored.plan, VIEWS[name][0])
     assert stored.plan == bind_plan(view, catalog.operator_inputs(view.query))
@@ -103,3 +113,23 @@ def test_a_kept_plan_that_no_longer_loads_never_keeps_the_view_from_loading(
     entry["plan"]["plan"]["probe"]["columns"][0]["type"] = "NOPE_TYPE"
     loaded = CatalogEntry.model_validate_json(json.dumps(entry))
     assert loaded.plan is None and loaded.spec == view
+
+
+def test_a_plain_view_is_refused_a_plan_naming_every_operation(catalog: Catalog) -> None:
+    view = catalog.spec("big_orders")
+    assert isinstance(view, ViewSpec) and view.view_kind is ViewKind.PLAIN
+    with pytest.raises(DefinitionError, match="none of .*deduplication or an interval join"):
+        bind_plan(view, catalog.specs())
+
+
+def test_every_plan_type_has_an_operator_and_every_operated_kind_a_dagster_op() -> None:
+    operated = [operation for operation in OPERATIONS if operation.planner is not None]
+    assert set(OPERATORS) == {operation.plan_type for operation in operated}
+    assert set(OPERATOR_OPS) == {operation.kind for operation in operated}
+    assert {operation.kind for operation in OPERATIONS} == set(ViewKind)
+
+
+def test_each_operation_is_registered_once_with_a_one_line_summary() -> None:
+    assert len({operation.name for operation in OPERATIONS}) == len(OPERATIONS)
+    assert len({operation.plan_type for operation in OPERATIONS}) == len(OPERATIONS)
+    assert all(operation.summary and "\n" not in operation.summary for operation in OPERATIONS)
