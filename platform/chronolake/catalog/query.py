@@ -109,6 +109,8 @@ class QuerySession:
     # -- internals -------------------------------------------------------------------------
 
     def _frame_of_query(self, query: str, registered: Mapping[str, Spec]) -> DataFrame:
+        """`query` over one frame per name it reads (its Spark SQL names frame arguments
+        where the query names tables), or composed of frames for a temporal join."""
         specs = input_specs(query, registered, self)
         if temporal_joins(query):
             return self._temporal_join(plan_temporal_join(query, specs))
@@ -116,12 +118,16 @@ class QuerySession:
         if uses_current_watermark(query):
             tree = bind(tree, self._held_watermarks(tree, specs), where=f"query {query!r}")
         frames: dict[str, DataFrame] = {}
+        keys: dict[str, str] = {}  # a name read twice (a self-join) is one frame
         read = {name.lower() for name in tables_of(tree)}
         for table in list(tree.find_all(exp.Table)):
             name = relation_name(table).lower()
-            if isinstance(table.this, exp.Identifier) and name in read:
-                frames[key := f"{_FRAME}{len(frames)}"] = self._frame(name, specs, registered)
-                _read_frame(table, key)
+            if not isinstance(table.this, exp.Identifier) or name not in read:
+                continue
+            if name not in keys:
+                keys[name] = f"{_FRAME}{len(keys)}"
+                frames[keys[name]] = self._frame(name, specs, registered)
+            _read_frame(table, keys[name])
         text = spark_sql(tree).replace("{", "{{").replace("}", "}}")
         return self.spark.sql(_FRAME_REFERENCE.sub(r"{\1}", text), None, **frames)
 
