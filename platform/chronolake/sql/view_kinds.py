@@ -1,8 +1,9 @@
-"""What a view is, and what its output carries: the one owner of a view's kind.
+"""What a view is, and what its output carries.
 
 A view is a *derived table* (run incrementally, its output a changelog table)
-when an operator runs it (`ViewKind`: a temporal join, a window aggregate or
-Top-N, a deduplication, an interval join); any other view
+when an operator runs it (the operations of `chronolake.sql.operations`, which
+tells a view's kind: a temporal join, a window aggregate or Top-N, a
+deduplication, an interval join); any other view
 is computed from its inputs on read, and a plain one (a projection or filter of
 one table) can feed an operator, change by change. A derived table's output
 carries, as Flink's operators do:
