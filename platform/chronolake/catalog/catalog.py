@@ -226,7 +226,7 @@ class Catalog:
 
     def operator_inputs(self, query: str) -> dict[str, Spec]:
         """What an operator running `query` reads each name as (`inputs.operator_inputs`)."""
-        return operator_inputs(query, self.specs(), self, lambda text: self.sql(text).schema)
+        return self._operator_inputs(query, self.specs())
 
     def operator_plan(self, view: ViewSpec) -> StoredPlan:
         """The operator plan of derived table `view`: the one its entry keeps while every
@@ -240,8 +240,11 @@ class Catalog:
         refuse_plain(view)  # before its inputs are bound: one of them may not have run yet
         return StoredPlan(
             bound_against=registrations_read(view.query, specs),
-            plan=bind_plan(view, self.operator_inputs(view.query)),
+            plan=bind_plan(view, self._operator_inputs(view.query, specs)),
         )
+
+    def _operator_inputs(self, query: str, specs: dict[str, Spec]) -> dict[str, Spec]:
+        return operator_inputs(query, specs, self, lambda text: self.sql(text).schema)
 
     def keep_plan(self, view: ViewSpec, stored: StoredPlan) -> None:
         """Keep `stored` in the entry of `view` for its later runs (`Registry.keep_plan`)."""

@@ -87,4 +87,6 @@ def operation_of(view: ViewSpec, *, recorded: bool = True) -> Operation:
     `recorded`), told from its query."""
     kind = view.view_kind if recorded else None
     candidates = [op for op in OPERATIONS if kind is None or op.kind is kind]
+    if len(candidates) == 1:  # the kind recorded says it: no query to parse
+        return candidates[0]
     return next((op for op in candidates if op.recognizes(view)), candidates[-1])
