@@ -68,6 +68,7 @@ expect.set_options(timeout=UI_TIMEOUT_MS)
 
 @pytest.mark.browser
 @pytest.mark.slow
+@pytest.mark.own_processes
 @pytest.mark.skipif(
     not CHROMIUM.exists(),
     reason=f"{CHROMIUM} not found: install Debian's chromium (`./dev test` does it as root)",

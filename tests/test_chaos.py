@@ -266,16 +266,15 @@ def _derived_in_order(catalog: Catalog) -> list[str]:
     return ordered
 
 
-def _keys(root: LocationLike) -> list[str]:
-    return [stored.key for stored in Storage(root).objects()]
-
-
 def _delta_tables(root: LocationLike) -> list[str]:
-    """The Delta tables below `root`, as paths relative to it."""
+    """The Delta tables below `root`, as paths relative to it: folders whose log holds
+    something. Not a removed table's empty S3A directory markers (its
+    `_delta_log/_staged_commits/`), which outlive it on a bucket as `_scratch` says: no reader
+    takes a log without commits for a table (`DeltaBackend.is_delta_table`)."""
     tables = set()
-    for key in _keys(root):
-        table, log, _ = f"/{key}".partition(f"/{LOG}/")
-        if log:
+    for stored in Storage(root).objects():
+        table, log, _ = f"/{stored.key}".partition(f"/{LOG}/")
+        if log and stored.size > 0:
             tables.add(table.strip("/"))
     return sorted(tables)
 
@@ -366,8 +365,8 @@ def _lakes(spark: SparkSession, root: Path) -> Lakes:
                   event_time)
     shutil.copytree(template, lakes.reference)
     source, chaos = Storage(template), Storage(lakes.chaos)
-    for key in _keys(template):
-        chaos.write_bytes(key, source.read_bytes(key) or b"")
+    for stored in source.objects():
+        chaos.write_bytes(stored.key, source.read_bytes(stored.key) or b"")
     return lakes
 
 

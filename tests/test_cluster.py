@@ -37,7 +37,7 @@ from chronolake.demo.lake import build_demo_lake
 from chronolake.lake.layout import late_path, output_path, state_path
 from chronolake.lake.storage import Storage
 
-pytestmark = [pytest.mark.slow, pytest.mark.spark]
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.own_processes]
 
 CHECKPOINT_TIMES = ("finished_at",)
 """Checkpoint fields that say when a run ended (wall-clock), not what it computed."""

@@ -19,11 +19,12 @@ from chronolake import Catalog
 from chronolake.catalog import CatalogEntry
 from chronolake.dagster.derived_assets import OPERATOR_OPS
 from chronolake.errors import DefinitionError
+from chronolake.runtime.figures import COMMON_FIGURES, RunFigures, run_figures
 from chronolake.runtime.operators import OPERATORS
 from chronolake.schema import ViewKind, ViewSpec
 from chronolake.sql.deduplication import DeduplicationPlan
 from chronolake.sql.interval import IntervalJoinPlan
-from chronolake.sql.operations import OPERATIONS, operation_of
+from chronolake.sql.operations import DEDUPLICATION, OPERATIONS, WINDOW_AGGREGATE, operation_of
 from chronolake.sql.operator_plan import StoredPlan, bind_plan
 from chronolake.sql.temporal import TemporalJoinPlan
 from chronolake.sql.window import WindowPlan
@@ -133,3 +134,17 @@ def test_each_operation_is_registered_once_with_a_one_line_summary() -> None:
     assert len({operation.name for operation in OPERATIONS}) == len(OPERATIONS)
     assert len({operation.plan_type for operation in OPERATIONS}) == len(OPERATIONS)
     assert all(operation.summary and "\n" not in operation.summary for operation in OPERATIONS)
+
+
+def test_every_figure_is_counted_by_every_run_or_registered_with_an_operation() -> None:
+    registered = {figure for operation in OPERATIONS for figure in operation.figures}
+    assert COMMON_FIGURES | registered == set(RunFigures.__annotations__)
+    assert not COMMON_FIGURES & registered
+
+
+def test_a_run_counting_a_figure_its_operation_does_not_register_is_refused() -> None:
+    """A deduplication has no windows: an operator bug that counted them stops the run."""
+    assert run_figures({"rows_in": 4, "outdated_rows": 1}, DEDUPLICATION)["outdated_rows"] == 1
+    with pytest.raises(ValueError, match="deduplication counted figures .*: windows_fired"):
+        run_figures({"rows_in": 4, "windows_fired": 1}, DEDUPLICATION)
+    assert run_figures({"windows_fired": 1}, WINDOW_AGGREGATE) == {"windows_fired": 1}

@@ -37,6 +37,8 @@ from chronolake.spark.connect_server import (
 ROOT = Path(__file__).resolve().parent.parent
 VIEWS = ("latest_rates", "orders_enriched")
 
+pytestmark = pytest.mark.own_processes  # the platform runs in the Connect server's process
+
 
 @pytest.fixture(scope="module")
 def connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:

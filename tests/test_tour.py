@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 TOUR_HEADING = "## The tour"
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own_processes]
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 A run's page shows each step: `read_changelog` (fix what the run reads, read
 each input's new commits), `assign_watermarks` (stamp them with their
-watermarks), the operator's step (`temporal_join`, `window_aggregate` or `deduplication`), and
+watermarks), the operator's step (one op per kind of view, `temporal_join`, `window_aggregate`,
+`deduplication` or `interval_join`, described by its operations' registrations), and
 `commit` (output, late rows, state and checkpoint, exactly once; then the
 materialization metadata and the run's checks). A run that finds nothing new
 flows through every op as a no-op and still records its metadata. The ops are
@@ -56,6 +57,7 @@ from chronolake.runtime.inputs import ChangelogRead, InputRead
 from chronolake.runtime.operator import Step
 from chronolake.runtime.result import RunResult
 from chronolake.schema import ViewKind, ViewSpec
+from chronolake.sql.operations import OPERATIONS
 from chronolake.sql.view_kinds import view_kind
 
 READ_STAGE = "read_changelog"
@@ -165,34 +167,24 @@ def _operator_op(name: str, description: str) -> OpDefinition:
     return _operate
 
 
-temporal_join = _operator_op(
-    "temporal_join",
-    "The temporal join's step: emit the probe rows the watermark reached, joined with the "
-    "version valid at their time; keep the rest pending; count the figures (one query, and "
-    "the matches and kept versions as they are written).",
-)
-window_aggregate = _operator_op(
-    "window_aggregate",
-    "The window aggregate's step: fire the windows the watermark closed, keep the open ones "
-    "in state; count the figures (one query).",
-)
+def _operator_description(kind: ViewKind) -> str:
+    """What the op of `kind` does, from its operations' registrations."""
+    operations = [operation for operation in OPERATIONS if operation.kind is kind]
+    figures = sorted({figure for operation in operations for figure in operation.figures})
+    return (
+        f"The step of {' or '.join(_a(operation.name) for operation in operations)}: "
+        + "; ".join(operation.summary for operation in operations)
+        + f". Counts {', '.join(figures)} besides every run's figures."
+    )
 
-deduplication = _operator_op(
-    "deduplication",
-    "The deduplication's step: per key, the row it keeps now (+I, or -U/+U when a newer row "
-    "replaces the kept one; -D when the key's latest event deletes it); count the figures.",
-)
-interval_join = _operator_op(
-    "interval_join",
-    "The interval join's step: join new rows with each other and the other input's state, "
-    "pad the outer rows whose interval the watermark passed unmatched, keep the rest in "
-    "state; count the figures.",
-)
+
+def _a(name: str) -> str:
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
 OPERATOR_OPS = {
-    ViewKind.TEMPORAL_JOIN: temporal_join,
-    ViewKind.WINDOW_AGGREGATE: window_aggregate,
-    ViewKind.DEDUPLICATION: deduplication,
-    ViewKind.INTERVAL_JOIN: interval_join,
+    kind: _operator_op(kind.value, _operator_description(kind))
+    for kind in dict.fromkeys(op.kind for op in OPERATIONS if op.planner is not None)
 }
 """The op of each kind an operator runs (`chronolake.sql.operations`; a test checks that
 none is missing)."""

@@ -68,6 +68,7 @@ from chronolake.runtime.stored import SOURCE_PREFIX, from_stored, stored
 from chronolake.runtime.ticks import plan_ticks, step_ticks
 from chronolake.schema import ViewSpec
 from chronolake.spark.session import parquet_pages_of
+from chronolake.sql.operations import operation_of
 from chronolake.watermarks.watermark import Watermark
 
 
@@ -325,7 +326,8 @@ class DerivedTable:
         output_version, written_figures = self._write(
             plan, step, output_ms, replace=intent.full_refresh
         )
-        figures = run_figures({**step.figures, **written_figures})  # refused before the commit
+        # refused before the commit
+        figures = run_figures({**step.figures, **written_figures}, operation_of(self.view))
         checkpoint = Checkpoint(
             run=number,
             inputs={name: read.position for name, read in reads.items()},

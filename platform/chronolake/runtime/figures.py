@@ -1,7 +1,8 @@
 """The figures a run reports, each name with one meaning: the one owner of what they say.
 
-Every operator counts a subset (a window aggregate has no probe side); a name an operator
-counts is declared here, with what it means, or the run's result refuses it. Dagster plots
+Every operator counts a subset (a window aggregate has no probe side): those of every run
+(`COMMON_FIGURES`) and those its operation registers. A name an operator counts is declared
+here, with what it means, and registered, or the run is refused before its commit. Dagster plots
 them, `chronolake run` prints them and the checkpoint keeps them; the declarations below
 say what each means.
 
@@ -13,10 +14,13 @@ behind the watermark that it still answers from its history (the names Flink use
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import ConfigDict, Field, TypeAdapter, with_config
 from typing_extensions import TypedDict
+
+if TYPE_CHECKING:
+    from chronolake.sql.operations import Operation
 
 
 def _count(meaning: str) -> object:
@@ -99,11 +103,26 @@ LEVEL_FIGURES = frozenset(
 """Figures that say what the operator holds after a step: a ticked run reports the last
 tick's; every other figure counts rows passing through, and is summed over the ticks."""
 
+COMMON_FIGURES = frozenset({
+    "rows_in", "rows_out", "inserts_out", "update_befores_out", "update_afters_out",
+    "deletes_out", "late_rows", "null_rowtime_rows", "pending_rows", "state_rows",
+    "ticks", "peak_buffered_rows", "split_pauses", "split_resumes", "paused_splits",
+    "unaligned_sources",
+})
+"""Figures a run of any operation may count; the others are registered with the operations
+that count them (`chronolake.sql.operations`)."""
+
 _FIGURES = TypeAdapter(RunFigures)
 
 
-def run_figures(figures: Mapping[str, int]) -> RunFigures:
-    """`figures` checked against the declared names and meanings (an undeclared name is a
-    bug in the operator that counted it)."""
+def run_figures(figures: Mapping[str, int], operation: Operation) -> RunFigures:
+    """`figures`, counted by a run of `operation`, checked against the declared names and
+    meanings and against what the operation registers (a name outside them is a bug in the
+    operator that counted it)."""
+    unregistered = set(figures) - COMMON_FIGURES - set(operation.figures)
+    if unregistered:
+        msg = (f"a {operation.name} counted figures its registration does not name: "
+               f"{', '.join(sorted(unregistered))}; name them in chronolake.sql.operations")
+        raise ValueError(msg)
     return _FIGURES.validate_python(dict(figures))
 

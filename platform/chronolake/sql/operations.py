@@ -4,9 +4,11 @@ A view is recognized by the first registration, in this order, whose test its qu
 passes: a temporal join, a window Top-N (a rank over a window table function), a window
 aggregate, a deduplication, an interval join; any other view is plain, computed as a whole
 on read. A registration holds the kind recorded in the view's catalog entry, the plan its
-query binds to and the planner that binds it. The runs' tier registers each plan type's
-operator (`chronolake.runtime.operators`), and Dagster's each kind's op
-(`chronolake.dagster.derived_assets`); their tests check that none is missing.
+query binds to, the planner that binds it, and the figures its runs count besides those
+every run counts (`chronolake.runtime.figures`, which refuses any other). The runs' tier
+registers each plan type's operator (`chronolake.runtime.operators`), and Dagster's each
+kind's op (`chronolake.dagster.derived_assets`), described from here; their tests check that
+none is missing.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ class Operation:
     planner: Callable[[ViewSpec, Mapping[str, Spec]], OperatorPlan] | None
     """Binds the view's query against its inputs; None for a view no operator runs."""
     plan_type: type[OperatorPlan] | None
+    figures: tuple[str, ...] = ()
+    """The figures its runs count besides every run's (`runtime.figures.COMMON_FIGURES`)."""
 
 
 TEMPORAL_JOIN = Operation(
@@ -47,23 +51,28 @@ TEMPORAL_JOIN = Operation(
     "joins each probe row with the version of a versioned table valid at its time",
     lambda view: bool(temporal_joins(view.query)),
     lambda view, inputs: plan_temporal_join(view.query, inputs), TemporalJoinPlan,
+    ("probe_rows_in", "build_rows_in", "late_probe_rows", "late_build_rows",
+     "emitted_probe_rows", "unmatched_rows"),
 )
 WINDOW_TOP_N = Operation(
     ViewKind.WINDOW_AGGREGATE, "window Top-N",
     "ranks each window's rows and keeps the top ones once the watermark closes it",
     lambda view: is_window_rank(view.query),
     lambda view, inputs: plan_window_rank(view.query, inputs), WindowRankPlan,
+    ("retractions_in", "windows_fired", "open_windows"),
 )
 WINDOW_AGGREGATE = Operation(
     ViewKind.WINDOW_AGGREGATE, "window aggregate",
     "aggregates each window's rows once the watermark closes it",
     lambda view: is_window_aggregate(view.query),
     lambda view, inputs: plan_window_aggregate(view.query, inputs), WindowPlan,
+    ("retractions_in", "windows_fired", "open_windows"),
 )
 DEDUPLICATION = Operation(
     ViewKind.DEDUPLICATION, "deduplication",
     "keeps the first or last row of each key, as a changelog",
     lambda view: view.deduplication is not None, plan_deduplication, DeduplicationPlan,
+    ("outdated_rows",),
 )
 INTERVAL_JOIN = Operation(
     ViewKind.INTERVAL_JOIN, "interval join",
@@ -71,6 +80,8 @@ INTERVAL_JOIN = Operation(
     lambda view: is_interval_join(view.query),
     lambda view, inputs: plan_interval_join(view.query, inputs, view=view.name),
     IntervalJoinPlan,
+    ("left_rows_in", "right_rows_in", "matched_pairs", "padded_rows", "closed_on_arrival_rows",
+     "left_state_rows", "right_state_rows"),
 )
 PLAIN = Operation(
     ViewKind.PLAIN, "plain view",
