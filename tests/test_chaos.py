@@ -405,6 +405,7 @@ def _round(spark: SparkSession, lakes: Lakes, batch: int, rng: random.Random,
 
 @pytest.mark.slow
 @pytest.mark.spark
+@pytest.mark.own_processes  # the attacked runs are subprocesses
 def test_runs_killed_at_random_points_leave_every_table_as_in_a_fault_free_lake(
     spark: SparkSession, tmp_path: Path
 ) -> None:
