@@ -68,7 +68,7 @@ from chronolake.runtime.stored import SOURCE_PREFIX, from_stored, stored
 from chronolake.runtime.ticks import plan_ticks, step_ticks
 from chronolake.schema import ViewSpec
 from chronolake.spark.session import parquet_pages_of
-from chronolake.sql.operations import operation_of
+from chronolake.sql.operations import operation_planned
 from chronolake.watermarks.watermark import Watermark
 
 
@@ -326,8 +326,9 @@ class DerivedTable:
         output_version, written_figures = self._write(
             plan, step, output_ms, replace=intent.full_refresh
         )
-        # refused before the commit
-        figures = run_figures({**step.figures, **written_figures}, operation_of(self.view))
+        figures = run_figures(  # refused before the commit
+            {**step.figures, **written_figures}, operation_planned(self.bound_plan.plan)
+        )
         checkpoint = Checkpoint(
             run=number,
             inputs={name: read.position for name, read in reads.items()},

@@ -46,6 +46,9 @@ class Operation:
     """The figures its runs count besides every run's (`runtime.figures.COMMON_FIGURES`)."""
 
 
+_WINDOW_FIGURES = ("retractions_in", "windows_fired", "open_windows")
+"""What a window aggregate counts, ranked (Top-N) or not: one operator runs both."""
+
 TEMPORAL_JOIN = Operation(
     ViewKind.TEMPORAL_JOIN, "temporal join",
     "joins each probe row with the version of a versioned table valid at its time",
@@ -59,14 +62,14 @@ WINDOW_TOP_N = Operation(
     "ranks each window's rows and keeps the top ones once the watermark closes it",
     lambda view: is_window_rank(view.query),
     lambda view, inputs: plan_window_rank(view.query, inputs), WindowRankPlan,
-    ("retractions_in", "windows_fired", "open_windows"),
+    _WINDOW_FIGURES,
 )
 WINDOW_AGGREGATE = Operation(
     ViewKind.WINDOW_AGGREGATE, "window aggregate",
     "aggregates each window's rows once the watermark closes it",
     lambda view: is_window_aggregate(view.query),
     lambda view, inputs: plan_window_aggregate(view.query, inputs), WindowPlan,
-    ("retractions_in", "windows_fired", "open_windows"),
+    _WINDOW_FIGURES,
 )
 DEDUPLICATION = Operation(
     ViewKind.DEDUPLICATION, "deduplication",
@@ -101,3 +104,8 @@ def operation_of(view: ViewSpec, *, recorded: bool = True) -> Operation:
     if len(candidates) == 1:  # the kind recorded says it: no query to parse
         return candidates[0]
     return next((op for op in candidates if op.recognizes(view)), candidates[-1])
+
+
+def operation_planned(plan: OperatorPlan) -> Operation:
+    """The operation whose planner bound `plan` (each plan type is one operation's)."""
+    return next(op for op in OPERATIONS if op.plan_type is type(plan))
