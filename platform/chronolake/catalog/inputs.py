@@ -19,6 +19,7 @@ from chronolake.lake import LakeBackend
 from chronolake.lake.layout import output_path, view_data_keys
 from chronolake.location import Location
 from chronolake.schema import TableSpec, ViewSpec
+from chronolake.sql.history import history_reads
 from chronolake.sql.operator_plan import registration_digest
 from chronolake.sql.query import referenced_tables, temporal_joins
 from chronolake.sql.view_kinds import is_derived, output_table_spec, plain_source, through_view_spec
@@ -63,9 +64,11 @@ def source_spec(spec: Spec, lake: Lake) -> Spec:
 def input_specs(query: str, specs: Mapping[str, Spec], lake: Lake) -> dict[str, Spec]:
     """Every registered spec, with the derived views `query` reads as their output tables
     (what an operator reading them plans against). A deduplication view joined
-    FOR SYSTEM_TIME AS OF stays a view: its versions come from its source's changelog."""
+    FOR SYSTEM_TIME AS OF, or read FOR SYSTEM_TIME ALL, stays a view: its versions come from
+    its source's changelog."""
     resolved = dict(specs)
-    builds = [specs.get(ref.build_table.lower()) for ref in temporal_joins(query)]
+    versioned_reads = [ref.build_table for ref in temporal_joins(query)] + history_reads(query)
+    builds = [specs.get(name.lower()) for name in versioned_reads]
     versioned_by_source = {
         build.name.lower() for build in builds
         if isinstance(build, ViewSpec) and build.deduplication is not None

@@ -25,19 +25,22 @@ from chronolake.joins.temporal import (
     matched_latest,
     matched_versions,
 )
-from chronolake.joins.versions import first_versions, forward_newer_versions
+from chronolake.joins.version_history import version_history
+from chronolake.joins.versions import kept_versions
 from chronolake.lake import LakeBackend
 from chronolake.lake.layout import table_location
 from chronolake.lake.reader import latest_per_key
 from chronolake.lake.stamps import latest_recorded_watermark
 from chronolake.location import Location
 from chronolake.schema import ChangelogMode, StartupMode, TableSpec, ViewSpec
-from chronolake.schema.dialect import spark_sql
-from chronolake.schema.spec import OPERATOR_KINDS, KeepRow
+from chronolake.schema.dialect import canonical_sql, spark_sql
+from chronolake.schema.spec import OPERATOR_KINDS
 from chronolake.sql._names import relation_name
 from chronolake.sql.current_watermark import HeldWatermark, bind, held_by, uses_current_watermark
+from chronolake.sql.history import reads_history, validity_condition, versioned, written_read
 from chronolake.sql.query import parse_query, referenced_tables, tables_of, temporal_joins
 from chronolake.sql.temporal import TemporalJoinPlan, TimeMode, plan_temporal_join
+from chronolake.sql.view_kinds import is_derived
 from chronolake.watermarks.assigner import WatermarkAssigner
 
 _FRAME = "__chronolake_frame_"
@@ -90,21 +93,27 @@ class QuerySession:
                                    start_version, end_version)
 
     def versions(self, name: str) -> DataFrame:
-        """The version events of a versioned table or deduplication view, in arrival order."""
+        """The version events of a versioned table (a table, a derived table, or a
+        deduplication view's, from its source), in arrival order."""
         spec = self.registry.entry(name).spec
-        if isinstance(spec, TableSpec):
-            return self.changelog(name)
-        if spec.deduplication is None:
+        if isinstance(spec, ViewSpec) and spec.deduplication is not None:
+            dedup = spec.deduplication
+            return kept_versions(self.versions(dedup.source), dedup.key, dedup.order_by,
+                                 dedup.keep)
+        if isinstance(spec, ViewSpec) and not is_derived(spec):
             raise DefinitionError(
-                f"view {name!r} is not a deduplication view, so it has no versions; a versioned "
-                "view is SELECT ... FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY t "
+                f"view {name!r} is computed on read, so it has no versions; a versioned view "
+                "is SELECT ... FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY t "
                 "DESC) AS rn FROM src) WHERE rn = 1"
             )
-        dedup = spec.deduplication
-        source = self.versions(dedup.source)
-        if dedup.keep is KeepRow.FIRST:
-            return first_versions(source, dedup.key, dedup.order_by)
-        return forward_newer_versions(source, dedup.key, dedup.order_by)
+        return self.changelog(name)
+
+    def history(self, name: str, written: str | None = None) -> DataFrame:
+        """`name FOR SYSTEM_TIME ALL`: one row per version, with `valid_from`, `valid_to`
+        and `committed_at` (`chronolake.sql.history`); `written` is how a query reads it."""
+        spec = self.registry.entry(name).spec
+        how = versioned(spec, written or f"{name} FOR SYSTEM_TIME ALL")
+        return version_history(self.versions(name), keys=how.key, time=how.time)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -124,10 +133,15 @@ class QuerySession:
             name = relation_name(table).lower()
             if not isinstance(table.this, exp.Identifier) or name not in read:
                 continue
-            if name not in keys:
-                keys[name] = f"{_FRAME}{len(keys)}"
-                frames[keys[name]] = self._frame(name, specs, registered)
-            _read_frame(table, keys[name])
+            version = table.args.get("version")
+            read_as = name if version is None else f"{name} {canonical_sql(version)}"
+            if read_as not in keys:
+                keys[read_as] = f"{_FRAME}{len(keys)}"
+                frames[keys[read_as]] = (
+                    self._frame(name, specs, registered) if version is None
+                    else self._history_frame(table)
+                )
+            _read_frame(table, keys[read_as])
         text = spark_sql(tree).replace("{", "{{").replace("}", "}}")
         return self.spark.sql(_FRAME_REFERENCE.sub(r"{\1}", text), None, **frames)
 
@@ -139,6 +153,18 @@ class QuerySession:
         if isinstance(spec, ViewSpec):
             return self._frame_of_query(spec.query, registered)
         return relation_dataframe(self.spark, self.backend, spec, self.root)
+
+    def _history_frame(self, table: exp.Table) -> DataFrame:
+        """The rows of a table read `FOR SYSTEM_TIME`: its history, cut to the range read."""
+        if not reads_history(table):
+            raise DefinitionError(
+                f"{written_read(table)}: AS OF reads a temporal join's version, which needs a "
+                "probe side: write FROM probe AS p JOIN <table> FOR SYSTEM_TIME AS OF "
+                "p.<time column> AS x ON p.key = x.key"
+            )
+        history = self.history(relation_name(table), written_read(table))
+        condition = validity_condition(table.args["version"])
+        return history if condition is None else history.where(condition)
 
     def _held_watermarks(self, tree: exp.Query, specs: Mapping[str, Spec]
                          ) -> dict[str, HeldWatermark]:
@@ -184,3 +210,4 @@ def _read_frame(table: exp.Table, key: str) -> None:
     table.set("this", exp.to_identifier(key))
     table.set("db", None)
     table.set("catalog", None)
+    table.set("version", None)

@@ -17,9 +17,10 @@ from pyspark.sql.types import DataType, NumericType, TimestampNTZType, Timestamp
 
 from chronolake.errors import DefinitionError
 from chronolake.joins._buckets import plan_buckets
-from chronolake.joins._columns import all_of, is_version_event, quote
+from chronolake.joins._columns import all_of, quote
 from chronolake.joins._intervals import END, validity_intervals
 from chronolake.joins.tuning import AsOfTuning
+from chronolake.joins.version_history import version_events
 from chronolake.lake.changelog import ARRIVAL_ORDER, ROW_KIND, SYSTEM_COLUMNS
 from chronolake.schema.join_kind import JoinKind
 
@@ -122,8 +123,7 @@ def join_valid_versions(
         }
     )
     events = (
-        build.where(is_version_event(build_row_kind))
-        .where(_all_not_null([*build_keys, build_time]))
+        version_events(build, build_keys, build_time, build_row_kind)
         .select(
             *_cast_keys(build_keys, key_types, build_key_cols),
             F.col(quote(build_time)).alias(_BUILD_TIME),

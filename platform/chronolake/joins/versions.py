@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from chronolake.lake.changelog import ARRIVAL_ORDER, ROW_KIND, RowKind
+from chronolake.schema.spec import KeepRow
 from chronolake.watermarks.assigner import WATERMARK_COLUMN
 
 STALE_VERSION = "__cl_stale_version"
@@ -67,6 +68,17 @@ def first_versions(events: DataFrame, key: Sequence[str], time: str | None) -> D
         .where(F.col(_RANK) == 1)
         .drop(_RANK)
     )
+
+
+def kept_versions(events: DataFrame, key: Sequence[str], time: str, keep: KeepRow | None
+                  ) -> DataFrame:
+    """The version events a versioned table holds among a changelog's `events`: a table's
+    all; a deduplication view's (`keep` its rule) those it forwards, as the module says."""
+    if keep is KeepRow.FIRST:
+        return first_versions(events, key, time)
+    if keep is KeepRow.LAST:
+        return forward_newer_versions(events, key, time)
+    return events
 
 
 def on_time_for_first_row(rows: DataFrame, time: str) -> DataFrame:

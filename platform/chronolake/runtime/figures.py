@@ -86,6 +86,11 @@ class RunFigures(TypedDict, total=False):
     outdated_rows: Annotated[int, _count(
         "Rows that lost to a row of their key already kept (an older one for keep-last)."
     )]
+    # a history
+    versions_in: Annotated[int, _count(
+        "Version events read: changes other than -U with a key and a version time."
+    )]
+    touched_keys: Annotated[int, _count("Keys whose history the run recomputed.")]
     # a run in ticks (watermark alignment)
     ticks: Annotated[int, _count("Ticks of the run.")]
     peak_buffered_rows: Annotated[int, _count("The most rows the operator held after a tick.")]

@@ -32,9 +32,8 @@ from chronolake.joins.history import (
 )
 from chronolake.joins.temporal import join_query, latest_versions, matched_latest, matched_versions
 from chronolake.joins.versions import (
-    STALE_VERSION,
     first_versions,
-    mark_stale_versions,
+    kept_versions,
     on_time_for_first_row,
     retained_versions,
 )
@@ -226,12 +225,7 @@ class TemporalJoinOperator(Operator):
         events = fresh if previous is None else previous.withColumn(
             "__tj_new", F.lit(False)
         ).unionByName(fresh)
-        if keep is KeepRow.FIRST:
-            return first_versions(events, self.plan.build_keys, self.build_time)
-        if keep is KeepRow.LAST:
-            marked = mark_stale_versions(events, self.plan.build_keys, self.build_time)
-            events = marked.where(~F.col(STALE_VERSION)).drop(STALE_VERSION)
-        return events
+        return kept_versions(events, self.plan.build_keys, self.build_time, keep)
 
     def _dedup_keep(self) -> KeepRow | None:
         """Which row a deduplication view on the build side keeps; None for a table."""

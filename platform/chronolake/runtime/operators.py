@@ -8,12 +8,14 @@ from typing import Any
 
 from chronolake.catalog import Catalog
 from chronolake.runtime.dedup_operator import DeduplicateOperator
+from chronolake.runtime.history_operator import HistoryOperator
 from chronolake.runtime.interval_operator import IntervalJoinOperator
 from chronolake.runtime.join_operator import TemporalJoinOperator
 from chronolake.runtime.operator import Operator
 from chronolake.runtime.window_operator import WindowAggregateOperator
 from chronolake.schema import ViewSpec
 from chronolake.sql.deduplication import DeduplicationPlan
+from chronolake.sql.history import HistoryPlan
 from chronolake.sql.interval import IntervalJoinPlan
 from chronolake.sql.operations import OperatorPlan
 from chronolake.sql.temporal import TemporalJoinPlan
@@ -26,6 +28,7 @@ OPERATORS: Mapping[type[OperatorPlan], Callable[[Catalog, ViewSpec, Any], Operat
     WindowPlan: lambda catalog, view, plan: WindowAggregateOperator(view, plan),
     DeduplicationPlan: lambda catalog, view, plan: DeduplicateOperator(view, plan),
     IntervalJoinPlan: IntervalJoinOperator,
+    HistoryPlan: lambda catalog, view, plan: HistoryOperator(view, plan),
 }
 """The operator of each plan type, built from the catalog, the view and its plan."""
 

@@ -220,7 +220,14 @@ class Flink(Dialect):
         }
 
         def version_sql(self, expression: exp.Version) -> str:
-            return f"FOR SYSTEM_TIME AS OF {self.sql(expression, 'expression')}"
+            """SQL:2011's `FOR SYSTEM_TIME` clauses: `AS OF t`, `ALL`, `FROM a TO b`,
+            `BETWEEN a AND b`, `CONTAINED IN (a, b)`."""
+            kind = expression.text("kind")
+            value = expression.expression
+            if kind in ("FROM", "BETWEEN") and isinstance(value, exp.Tuple):
+                low, high = (self.sql(bound) for bound in value.expressions)
+                return f"FOR SYSTEM_TIME {kind} {low} {'TO' if kind == 'FROM' else 'AND'} {high}"
+            return " ".join(filter(None, ("FOR SYSTEM_TIME", kind, self.sql(value))))
 
 
 def parse_flink(text: str, *, what: str) -> list[exp.Expr]:

@@ -421,6 +421,7 @@ class ViewKind(StrEnum):
     WINDOW_AGGREGATE = "window_aggregate"
     DEDUPLICATION = "deduplication"
     INTERVAL_JOIN = "interval_join"
+    HISTORY = "history"
     PLAIN = "plain"
 
     @property
@@ -434,6 +435,7 @@ _WRITTEN = {
     ViewKind.WINDOW_AGGREGATE: "a window aggregate or Top-N",
     ViewKind.DEDUPLICATION: "a deduplication",
     ViewKind.INTERVAL_JOIN: "an interval join",
+    ViewKind.HISTORY: "a history (FOR SYSTEM_TIME ALL)",
     ViewKind.PLAIN: "no operator",
 }
 _OPERATED = [kind.written for kind in ViewKind if kind is not ViewKind.PLAIN]

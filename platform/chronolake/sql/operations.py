@@ -2,7 +2,7 @@
 
 A view is recognized by the first registration, in this order, whose test its query
 passes: a temporal join, a window Top-N (a rank over a window table function), a window
-aggregate, a deduplication, an interval join; any other view is plain, computed as a whole
+aggregate, a deduplication, an interval join, a history; any other view is plain, computed as a whole
 on read. A registration holds the kind recorded in the view's catalog entry, the plan its
 query binds to, the planner that binds it, and the figures its runs count besides those
 every run counts (`chronolake.runtime.figures`, which refuses any other). The runs' tier
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from chronolake.schema import TableSpec, ViewKind, ViewSpec
 from chronolake.sql.deduplication import DeduplicationPlan, plan_deduplication
+from chronolake.sql.history import HistoryPlan, history_read, plan_history
 from chronolake.sql.interval import IntervalJoinPlan, is_interval_join, plan_interval_join
 from chronolake.sql.query import temporal_joins
 from chronolake.sql.temporal import TemporalJoinPlan, plan_temporal_join
@@ -25,7 +26,10 @@ from chronolake.sql.window import WindowPlan, is_window_aggregate, plan_window_a
 from chronolake.sql.window_rank import WindowRankPlan, is_window_rank, plan_window_rank
 
 Spec = TableSpec | ViewSpec
-OperatorPlan = TemporalJoinPlan | WindowRankPlan | WindowPlan | IntervalJoinPlan | DeduplicationPlan
+OperatorPlan = (
+    TemporalJoinPlan | WindowRankPlan | WindowPlan | IntervalJoinPlan | DeduplicationPlan
+    | HistoryPlan
+)
 """A derived table's query bound against what it reads: what its operator runs."""
 
 
@@ -86,13 +90,22 @@ INTERVAL_JOIN = Operation(
     ("left_rows_in", "right_rows_in", "matched_pairs", "padded_rows", "closed_on_arrival_rows",
      "left_state_rows", "right_state_rows"),
 )
+HISTORY = Operation(
+    ViewKind.HISTORY, "history",
+    "keeps every version of a versioned table as a row valid from one time to the next "
+    "(FOR SYSTEM_TIME ALL)",
+    lambda view: history_read(view.query) is not None, plan_history, HistoryPlan,
+    ("versions_in", "touched_keys"),
+)
 PLAIN = Operation(
     ViewKind.PLAIN, "plain view",
     "any other query, computed as a whole on read (a projection or filter of one table "
     "follows its changes)",
     lambda view: True, None, None,
 )
-OPERATIONS = (TEMPORAL_JOIN, WINDOW_TOP_N, WINDOW_AGGREGATE, DEDUPLICATION, INTERVAL_JOIN, PLAIN)
+OPERATIONS = (
+    TEMPORAL_JOIN, WINDOW_TOP_N, WINDOW_AGGREGATE, DEDUPLICATION, INTERVAL_JOIN, HISTORY, PLAIN
+)
 """Every operation, in the order a view's query is recognized."""
 
 

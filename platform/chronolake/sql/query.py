@@ -83,7 +83,7 @@ def temporal_joins(sql: str) -> list[TemporalJoinRef]:
     joins: list[TemporalJoinRef] = []
     for table in query.find_all(exp.Table, bfs=False):
         version = table.args.get("version")
-        if version is None:
+        if not is_temporal_join_read(version):
             continue
         join = table.parent
         as_of = canonical_sql(version.expression)
@@ -96,6 +96,36 @@ def temporal_joins(sql: str) -> list[TemporalJoinRef]:
             raise DefinitionError(msg)
         joins.append(_temporal_join(table, join, version, written, aliases))
     return joins
+
+
+def is_temporal_join_read(version: exp.Version | None) -> bool:
+    """Whether a table's `FOR SYSTEM_TIME` clause is a temporal join's: `AS OF` a column of
+    the probe side. `AS OF` a constant travels in time and `ALL`, `FROM`, `BETWEEN` and
+    `CONTAINED IN` read the history (`chronolake.sql.history`)."""
+    return (
+        version is not None and version.text("kind").upper() == "AS OF"
+        and version.expression is not None and version.expression.find(exp.Column) is not None
+    )
+
+
+def single_relation(query: str) -> exp.Table | None:
+    """The one table a query projects and filters, row by row (Flink's Calc: its changes keep
+    their kinds); None for a query that joins, groups, orders, ranks or nests queries."""
+    select = parse_query(query)
+    if not isinstance(select, exp.Select):
+        return None
+    source = select.args.get("from_")
+    table = source.this if source is not None else None
+    if not isinstance(table, exp.Table):
+        return None
+    clauses = ("joins", "group", "having", "distinct", "order", "limit", "offset", "qualify",
+               "with_")
+    if any(select.args.get(clause) for clause in clauses):
+        return None
+    nested = (exp.Window, exp.AggFunc, exp.Subquery, exp.Select)  # ranks, aggregates, queries
+    if any(node is not select for node in select.find_all(*nested)):
+        return None
+    return table
 
 
 def _temporal_join(

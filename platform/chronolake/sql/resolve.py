@@ -35,6 +35,15 @@ from chronolake.schema.spec import (
 )
 from chronolake.schema.windows import WINDOW_END, WINDOW_START, WINDOW_TIME
 from chronolake.sql._names import relation_name
+from chronolake.sql.history import (
+    COMMITTED_AT,
+    COMMITTED_AT_TYPE,
+    VALID_FROM,
+    VALID_TO,
+    reads_history,
+    versioned,
+    written_read,
+)
 from chronolake.sql.query import parse_query
 
 Catalog = Mapping[str, TableSpec | ViewSpec]
@@ -184,8 +193,26 @@ class _Query:
                 continue
             if name in ctes and not table.db:
                 continue
-            self._replace(table, self.resolver.columns_of(name), self._shown(name),
-                          table.alias or table.name)
+            columns = self.resolver.columns_of(name)
+            if reads_history(table):
+                columns = self._with_history(table, name, columns)
+            self._replace(table, columns, self._shown(name), table.alias or table.name)
+
+    def _with_history(self, table: exp.Table, name: str, columns: Columns | None
+                      ) -> Columns | None:
+        """A history read's columns: the table's and its validity (`chronolake.sql.history`);
+        a table without versions is refused here."""
+        spec = self.resolver.specs.get(name)
+        if spec is None or columns is None:
+            return columns
+        how = versioned(spec, f"view {self.view!r} reads {written_read(table)}")
+        time_type = columns.get(how.time.lower(), (how.time, _UNKNOWN_TYPE))[1]
+        return {
+            **columns,
+            VALID_FROM: (VALID_FROM, time_type),
+            VALID_TO: (VALID_TO, time_type),
+            COMMITTED_AT: (COMMITTED_AT, COMMITTED_AT_TYPE),
+        }
 
     def _replace(
         self, relation: exp.Table, columns: Columns | None, shown: str, alias: str

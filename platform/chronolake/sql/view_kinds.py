@@ -3,21 +3,23 @@
 A view is a *derived table* (run incrementally, its output a changelog table)
 when an operator runs it (the operations of `chronolake.sql.operations`, which
 tells a view's kind: a temporal join, a window aggregate or Top-N, a
-deduplication, an interval join); any other view
-is computed from its inputs on read, and a plain one (a projection or filter of
-one table) can feed an operator, change by change. A derived table's output
+deduplication, an interval join, a history); any other view is computed from
+its inputs on read, and a plain one (a projection or filter of one table) can
+feed an operator, change by change. A derived table's output
 carries, as Flink's operators do:
 
 - an *upsert key*: the probe's primary key through a temporal join, window
   bounds plus group keys out of a window aggregate, the partition key of a
   deduplication (and of a window Top-N, plus its rank number unless it keeps
-  one rank); its rows are unique on it (an interval join has none);
+  one rank), the versioned table's key plus `valid_from` out of a history; its
+  rows are unique on it (an interval join has none);
 - a *time attribute*: the probe's rowtime through a temporal join,
-  `window_time` out of a window, the ordering rowtime of a deduplication, when
-  the SELECT keeps it;
+  `window_time` out of a window, the ordering rowtime of a deduplication,
+  `valid_from` out of a history, when the SELECT keeps it;
 - a *changelog mode*: updating (its changes hold -U/+U/-D) when its input is,
   through a temporal join; insert-only out of a window aggregate; updating
-  out of a keep-last deduplication, insert-only out of a keep-first one.
+  out of a keep-last deduplication, insert-only out of a keep-first one; updating
+  out of a history.
 
 A plain view passes its source's key, time attribute and changelog mode through.
 
@@ -47,9 +49,11 @@ from chronolake.schema.windows import WINDOW_END, WINDOW_START, WINDOW_TIME
 from chronolake.spark.types import flink_type
 from chronolake.sql._names import lookup, relation_name
 from chronolake.sql.current_watermark import refuse_current_watermark
+from chronolake.sql.history import VALID_FROM, history_read, versioned, written_read
 from chronolake.sql.interval import plan_interval_join
 from chronolake.sql.operations import (
     DEDUPLICATION,
+    HISTORY,
     INTERVAL_JOIN,
     PLAIN,
     TEMPORAL_JOIN,
@@ -58,7 +62,7 @@ from chronolake.sql.operations import (
     Operation,
     operation_of,
 )
-from chronolake.sql.query import parse_query, temporal_joins
+from chronolake.sql.query import parse_query, single_relation, temporal_joins
 from chronolake.sql.window_rank import rank_outline
 
 Catalog = Mapping[str, TableSpec | ViewSpec]
@@ -130,19 +134,8 @@ def through_view_spec(view: ViewSpec, source: TableSpec, schema: StructType) -> 
 def plain_source(query: str) -> str | None:
     """The one table a plain view projects and filters (Flink's Calc: row by row, so its
     changes keep their kinds); None for a view that joins, groups, orders or ranks."""
-    select = parse_query(query)
-    if not isinstance(select, exp.Select):
-        return None
-    source = select.args.get("from_")
-    table = source.this if source is not None else None
-    if not isinstance(table, exp.Table) or table.args.get("version") is not None:
-        return None
-    clauses = ("joins", "group", "having", "distinct", "order", "limit", "offset", "qualify",
-               "with_")
-    if any(select.args.get(clause) for clause in clauses):
-        return None
-    nested = (exp.Window, exp.AggFunc, exp.Subquery, exp.Select)  # ranks, aggregates, queries
-    if any(node is not select for node in select.find_all(*nested)):
+    table = single_relation(query)
+    if table is None or table.args.get("version") is not None:
         return None
     return relation_name(table)
 
@@ -218,6 +211,27 @@ def _out_of_interval_join(view: ViewSpec, select: exp.Select, catalog: Catalog) 
     })
 
 
+def _out_of_history(view: ViewSpec, select: exp.Select, catalog: Catalog) -> ViewSpec:
+    """A history's rows are the versions of the table it reads, keyed by that table's key
+    and `valid_from` (the time attribute); updating: a late version splits an interval."""
+    table = history_read(view.query)
+    assert table is not None, "a history view reads one history"
+    spec = lookup(catalog, relation_name(table), reader=f"view {view.name!r}")
+    how = versioned(spec, f"view {view.name!r} reads {written_read(table)}")
+    columns = (*how.key, VALID_FROM)
+    key = [_passed_through(select, table.alias_or_name, column) for column in columns]
+    dropped = [column for column, out in zip(columns, key, strict=True) if out is None]
+    if dropped:
+        msg = (
+            f"view {view.name!r}: its rows are the versions of {spec.name!r}, keyed by "
+            f"({', '.join(columns)}), which later runs update; the SELECT drops "
+            f"{dropped[0]!r}: add it to the SELECT list"
+        )
+        raise DefinitionError(msg)
+    kept = tuple(k for k in key if k is not None)
+    return view.model_copy(update={"primary_key": kept, "rowtime": kept[-1], "updating": True})
+
+
 def _stored_columns(view: ViewSpec, schema: StructType) -> tuple[PhysicalColumn, ...]:
     """The view's columns as a table declares them; a time attribute's precision is <= 3."""
     columns = []
@@ -285,6 +299,7 @@ _OUTPUTS: Mapping[Operation, Callable[[ViewSpec, exp.Select, Catalog], ViewSpec]
     WINDOW_AGGREGATE: _out_of_window,
     DEDUPLICATION: lambda view, select, catalog: view,  # `chronolake.sql.views` derives it
     INTERVAL_JOIN: _out_of_interval_join,
+    HISTORY: _out_of_history,
     PLAIN: _through_plain_view,
 }
 """What each operation's output carries, told from the view's SELECT."""
