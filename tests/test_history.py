@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltatables import table_rows, write_commits
+from deltatables import delete_rows, table_rows, update_rows, write_commits
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
@@ -336,3 +336,49 @@ def test_the_history_view_equals_the_history_of_the_whole_changelog(
             "ON o.currency = h.currency AND h.valid_from <= o.order_time "
             "AND (h.valid_to IS NULL OR o.order_time < h.valid_to)").collect()
         assert sorted(tuple(r) for r in joined) == sorted(tuple(r) for r in valid_then)
+
+
+_SOURCES_DDL = """
+CREATE TABLE rates_cdf (
+  currency STRING, rate BIGINT, currency_time TIMESTAMP(3),
+  WATERMARK FOR currency_time AS currency_time,
+  PRIMARY KEY (currency) NOT ENFORCED
+) WITH ('path' = 'rates_cdf', 'changelog' = 'cdf');
+CREATE TABLE rate_upserts (
+  currency STRING, rate BIGINT, currency_time TIMESTAMP(3),
+  WATERMARK FOR currency_time AS currency_time,
+  PRIMARY KEY (currency) NOT ENFORCED
+) WITH ('path' = 'rate_upserts', 'changelog' = 'append');
+CREATE VIEW cdf_history AS SELECT * FROM rates_cdf FOR SYSTEM_TIME ALL;
+CREATE VIEW upsert_history AS SELECT * FROM rate_upserts FOR SYSTEM_TIME ALL;
+"""
+
+
+def test_change_data_feed_and_upsert_sources_have_histories(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A CDF table's update is a new version (its -U no version); its delete carries the
+    deleted row's time, so it erases that version (the join meets no version from then on).
+    An append-only table with a key is a stream of upserts: each row a version."""
+    log = pa.schema([("currency", pa.string()), ("rate", pa.int64()),
+                     ("currency_time", pa.timestamp("us"))])
+    write_commits(tmp_path / "rates_cdf", [[
+        {"currency": "EUR", "rate": 1, "currency_time": _at(0)},
+        {"currency": "USD", "rate": 5, "currency_time": _at(0)}]], schema=log)
+    update_rows(tmp_path / "rates_cdf", "currency = 'EUR'",
+                {"rate": "2", "currency_time": "'2026-11-02 09:10:00'"})
+    delete_rows(tmp_path / "rates_cdf", "currency = 'USD'")
+    write_commits(tmp_path / "rate_upserts", [
+        [{"currency": "EUR", "rate": 1, "currency_time": _at(10)}],
+        [{"currency": "EUR", "rate": 2, "currency_time": _at(0)}],  # late: splits nothing
+    ], schema=log, cdf=False)
+    catalog = _lake(tmp_path, spark, _DDL + _SOURCES_DDL)
+    expected = {
+        "rates_cdf": {("EUR", 1, _at(0), _at(10)), ("EUR", 2, _at(10), None)},
+        "rate_upserts": {("EUR", 2, _at(0), _at(10)), ("EUR", 1, _at(10), None)},
+    }
+    for table, view in (("rates_cdf", "cdf_history"), ("rate_upserts", "upsert_history")):
+        bounded = catalog.sql(f"SELECT * FROM {table} FOR SYSTEM_TIME ALL").collect()
+        assert _versions(bounded) == expected[table], table
+        DerivedTable(catalog, view).run()
+        assert _versions(catalog.table(view).collect()) == expected[table], view

@@ -119,7 +119,7 @@ def test_a_kept_plan_that_no_longer_loads_never_keeps_the_view_from_loading(
 def test_a_plain_view_is_refused_a_plan_naming_every_operation(catalog: Catalog) -> None:
     view = catalog.spec("big_orders")
     assert isinstance(view, ViewSpec) and view.view_kind is ViewKind.PLAIN
-    with pytest.raises(DefinitionError, match="none of .*deduplication or an interval join"):
+    with pytest.raises(DefinitionError, match="none of .*an interval join or a history"):
         bind_plan(view, catalog.specs())
 
 
