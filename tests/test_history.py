@@ -297,7 +297,7 @@ _ROUNDS = st.lists(st.lists(st.lists(_CHANGE, min_size=1, max_size=4), min_size=
 
 
 @pytest.mark.slow
-@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck),
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck),
           phases=(Phase.explicit, Phase.reuse, Phase.generate))
 @given(rounds=_ROUNDS, probes=st.lists(st.tuples(st.sampled_from(["A", "B", "C"]),
                                                  st.integers(0, 10)), max_size=8))
