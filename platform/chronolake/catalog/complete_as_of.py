@@ -87,9 +87,8 @@ def kept_versions(as_of_ms: int) -> Iterator[None]:
             f"{error}; reading complete as of {shown(as_of_ms)} needs the versions it pins, "
             "and Delta keeps old versions only as long as delta.logRetentionDuration (log "
             "entries) and delta.deletedFileRetentionDuration (data files later versions "
-            "removed, until VACUUM) allow; raise both on the tables (ALTER TABLE ... SET "
-            "TBLPROPERTIES, or deltalake's DeltaTable.alter.set_table_properties) to keep "
-            "reads this old reproducible, or ask for a later time"
+            "removed, until VACUUM) allow; raise both on the tables (Delta's ALTER TABLE ... "
+            "SET TBLPROPERTIES) to keep reads this old reproducible, or ask for a later time"
         )
         raise VersionGoneError(msg) from error
 
