@@ -84,7 +84,7 @@ def test_import_chronolake_gives_a_notebook_user_its_faces_without_starting_spar
     assert same_version == "True" and no_spark == "True"
     assert ast.literal_eval(errors) == [
         "ChronolakeError", "DefinitionError", "NameTakenError", "RunError", "RunLockedError",
-        "SourceError", "SourceRewrittenError", "UnknownNameError"]
+        "SourceError", "SourceRewrittenError", "UnknownNameError", "VersionGoneError"]
 
 
 def test_import_chronolake_and_declaring_a_table_import_no_pyspark() -> None:

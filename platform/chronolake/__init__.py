@@ -20,6 +20,7 @@ from chronolake.errors import (
     SourceError,
     SourceRewrittenError,
     UnknownNameError,
+    VersionGoneError,
 )
 from chronolake.schema import (
     ComputedColumn,
@@ -76,6 +77,7 @@ __all__ = [
     "TableKind",
     "TableSpec",
     "UnknownNameError",
+    "VersionGoneError",
     "ViewSpec",
     "WatermarkSpec",
     "__version__",

@@ -31,6 +31,12 @@ class NameTakenError(DefinitionError):
     """A CREATE of a name registered with another definition, or as another kind."""
 
 
+class VersionGoneError(SourceError):
+    """A table version that can no longer be read: its Delta log entries were cleaned up
+    (`delta.logRetentionDuration`) or its data files vacuumed
+    (`delta.deletedFileRetentionDuration`)."""
+
+
 class SourceRewrittenError(SourceError):
     """A source rewritten (OVERWRITE, REPLACE) since a derived table's checkpoint, which a
     run cannot apply as changes."""

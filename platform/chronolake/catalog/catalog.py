@@ -12,6 +12,7 @@ from functools import cached_property
 
 from pyspark.sql import DataFrame, SparkSession
 
+from chronolake.catalog.complete_as_of import AsOf
 from chronolake.catalog.entry import CatalogEntry, Dropped, Spec
 from chronolake.catalog.inputs import operator_inputs, registrations_read
 from chronolake.catalog.query import QuerySession
@@ -91,16 +92,18 @@ class Catalog:
             )
         return results[0][1]
 
-    def run_script(self, script: str) -> Iterator[tuple[str, Spec | Dropped | DataFrame]]:
+    def run_script(self, script: str, *, complete_as_of: AsOf | None = None
+                   ) -> Iterator[tuple[str, Spec | Dropped | DataFrame]]:
         """Run a script's statements in order, yielding (statement text, result) for each:
-        the spec registered, what a DROP removed, or a query's rows.
+        the spec registered, what a DROP removed, or a query's rows (read complete as of
+        `complete_as_of` when given: `sql`).
 
         The whole script is checked first, so an error anywhere (a syntax error, an unknown
         name, a DROP of a table views read) changes nothing.
         """
         for statement in self._parse(script):
             if isinstance(statement, QueryStatement):
-                yield statement.sql, self.sql(statement.sql)
+                yield statement.sql, self.sql(statement.sql, complete_as_of=complete_as_of)
             elif isinstance(statement, DropStatement):
                 yield statement.name, self._drop_statement(statement)
             else:
@@ -208,10 +211,20 @@ class Catalog:
         """
         return self.sql(f"SELECT * FROM {name}")
 
-    def sql(self, query: str) -> DataFrame:
+    def sql(self, query: str, *, complete_as_of: AsOf | None = None) -> DataFrame:
         """A Flink SQL query over registered tables and views, as a Spark DataFrame
-        (`QuerySession.sql`: inputs read as bounded)."""
-        return self.queries.sql(query)
+        (`QuerySession.sql`: inputs read as bounded).
+
+        `complete_as_of` (`'2026-11-02 10:00'`, UTC, or a datetime) reads the lake as it was
+        complete as of then, reproducibly: each derived table at the first version whose
+        watermark reached it, each source at the version those versions consumed; tables
+        without a watermark, or not there yet, are refused by name
+        (`chronolake.catalog.complete_as_of`).
+
+        Example:
+            >>> catalog.sql("SELECT * FROM per_window", complete_as_of="2026-11-02 10:00")
+        """
+        return self.queries.sql(query, complete_as_of=complete_as_of)
 
     def changelog(self, name: str, start_version: int = 0, end_version: int | None = None
                   ) -> DataFrame:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
+from chronolake.catalog.complete_as_of import AsOf, as_of_millis, kept_versions, pinned_versions
 from chronolake.catalog.entry import Spec
 from chronolake.catalog.inputs import input_specs, source_spec
 from chronolake.catalog.registry import Registry
@@ -30,7 +31,7 @@ from chronolake.joins.versions import kept_versions
 from chronolake.lake import LakeBackend
 from chronolake.lake.layout import table_location
 from chronolake.lake.reader import latest_per_key
-from chronolake.lake.stamps import latest_recorded_watermark
+from chronolake.lake.stamps import latest_recorded_watermark, recorded_watermarks
 from chronolake.location import Location
 from chronolake.schema import ChangelogMode, StartupMode, TableSpec, ViewSpec
 from chronolake.schema.dialect import canonical_sql, spark_sql
@@ -56,20 +57,26 @@ class QuerySession:
         >>> queries.sql("SELECT currency, COUNT(*) FROM orders GROUP BY currency").show()
     """
 
-    def __init__(self, spark: SparkSession, backend: LakeBackend, registry: Registry) -> None:
+    def __init__(self, spark: SparkSession, backend: LakeBackend, registry: Registry,
+                 pins: Mapping[str, int] | None = None) -> None:
         self.spark = spark
         self.backend = backend
         self.registry = registry
+        self.pins = dict(pins or {})
+        """The Delta version each table is read at, by name (`complete_as_of`); else latest."""
 
     @property
     def root(self) -> Location:
         return self.registry.root
 
-    def sql(self, query: str) -> DataFrame:
+    def sql(self, query: str, *, complete_as_of: AsOf | None = None) -> DataFrame:
         """A Flink SQL query over registered tables and views, as a Spark DataFrame.
 
         Inputs are read as bounded: a temporal join sees every commit of both sides and
         ends with a final watermark of +infinity, so the result is the join's final result.
+        `complete_as_of` (`'2026-11-02 10:00'`, UTC, or a datetime) reads each derived table
+        at the first version whose watermark reached it, and each source at the version those
+        versions consumed (`chronolake.catalog.complete_as_of`).
         """
         specs = self.registry.specs()
         for name in referenced_tables(query):
@@ -78,7 +85,13 @@ class QuerySession:
                     f"query references unknown table {name!r}; registered: "
                     f"{', '.join(sorted(specs)) or 'none'} (declare it with CREATE TABLE first)"
                 )
-        return self._frame_of_query(query, specs)
+        if complete_as_of is None:
+            return self._frame_of_query(query, specs)
+        as_of_ms = as_of_millis(complete_as_of)
+        with kept_versions(as_of_ms):
+            pins = pinned_versions(query, specs, self, as_of_ms)
+            pinned = QuerySession(self.spark, self.backend, self.registry, pins)
+            return pinned._frame_of_query(query, specs)
 
     def changelog(self, name: str, start_version: int = 0, end_version: int | None = None
                   ) -> DataFrame:
@@ -89,8 +102,8 @@ class QuerySession:
                 f"{name!r} is a view computed on read; only tables and derived tables (views "
                 f"with {OPERATOR_KINDS}) have a changelog"
             )
-        return changelog_dataframe(self.spark, self.backend, spec, self.root,
-                                   start_version, end_version)
+        end = self.pins.get(name.lower()) if end_version is None else end_version
+        return changelog_dataframe(self.spark, self.backend, spec, self.root, start_version, end)
 
     def versions(self, name: str) -> DataFrame:
         """The version events of a versioned table (a table, a derived table, or a
@@ -152,7 +165,7 @@ class QuerySession:
         spec = specs[name]
         if isinstance(spec, ViewSpec):
             return self._frame_of_query(spec.query, registered)
-        return relation_dataframe(self.spark, self.backend, spec, self.root)
+        return relation_dataframe(self.spark, self.backend, spec, self.root, self.pins.get(name))
 
     def _history_frame(self, table: exp.Table) -> DataFrame:
         """The rows of a table read `FOR SYSTEM_TIME`: its history, cut to the range read."""
@@ -180,10 +193,15 @@ class QuerySession:
         return held
 
     def _watermark_now(self, spec: TableSpec) -> int | None:
-        """The watermark a table holds now: a derived table's last recorded one; a source's
-        generated over all its commits (one Spark job); None under processing time."""
+        """The watermark a table holds now (or at its pinned version): a derived table's last
+        recorded one; a source's generated over all its commits (one Spark job); None under
+        processing time."""
         if spec.derived:
-            return latest_recorded_watermark(table_location(self.root, spec.options.path))
+            path = table_location(self.root, spec.options.path)
+            pinned = self.pins.get(spec.name.lower())
+            if pinned is None:
+                return latest_recorded_watermark(path)
+            return recorded_watermarks(self.backend, path, pinned, pinned)[pinned]
         hybrid = spec.options.startup_mode is StartupMode.SNAPSHOT_THEN_CHANGELOG
         if spec.watermark is None or hybrid:
             return None

@@ -65,18 +65,20 @@ def with_declared_columns(frame: DataFrame, spec: TableSpec) -> DataFrame:
 
 
 def relation_dataframe(
-    spark: SparkSession, backend: LakeBackend, spec: TableSpec, root: Location
+    spark: SparkSession, backend: LakeBackend, spec: TableSpec, root: Location,
+    version: int | None = None,
 ) -> DataFrame:
-    """The table's current state (changelog applied) with its declared columns, no system columns.
+    """The table's state at `version` (latest when None; changelog applied) with its declared
+    columns, no system columns.
 
     Metadata columns need each row's last change: an append-only table reads its
     whole changelog (every row is an insert), a keyed changelog its last change
     per key; a table with neither has no per-row commit to report.
     """
     if any(isinstance(c, MetadataColumn) for c in spec.columns):
-        state = _state_with_commits(spark, backend, spec, root)
+        state = _state_with_commits(spark, backend, spec, root, version)
     else:
-        state = read_table_state(spark, backend, spec, root)
+        state = read_table_state(spark, backend, spec, root, version)
     declared = with_declared_columns(state, spec)
     return declared.select(*[F.col(f"`{c.name}`") for c in spec.columns])
 
@@ -122,9 +124,10 @@ def through_view_rows(
 
 
 def _state_with_commits(
-    spark: SparkSession, backend: LakeBackend, spec: TableSpec, root: Location
+    spark: SparkSession, backend: LakeBackend, spec: TableSpec, root: Location,
+    version: int | None,
 ) -> DataFrame:
-    changes = read_changelog(spark, backend, spec, root, 0)
+    changes = read_changelog(spark, backend, spec, root, 0, version)
     if spec.options.changelog is ChangelogMode.APPEND:
         return changes
     if not spec.primary_key:

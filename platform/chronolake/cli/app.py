@@ -170,12 +170,22 @@ VERBOSE_OPTION = click.option(
     help="How query rows are printed: a table for people, or one JSON object per row "
     "(timestamps as 'YYYY-MM-DD HH:MM:SS[.fff]', decimals as strings).",
 )
+@click.option(
+    "--complete-as-of",
+    metavar="TIME",
+    default=None,
+    help="Read the lake as it was complete as of TIME ('YYYY-MM-DD HH:MM[:SS[.fff]]', UTC), "
+    "reproducibly: each derived table at the first version whose watermark reached TIME, "
+    "each source at the version those versions consumed; a table without a watermark, or "
+    "not there yet, is refused by name.",
+)
 @VERBOSE_OPTION
 def sql(
     lake: LocationLike,
     script: TextIO | None,  # click.File("r"): a file opened for reading, or stdin
     statements_text: str | None,
     output_format: str,
+    complete_as_of: str | None,
     verbose: bool,
 ) -> None:
     """Run a SQL script (-f) or statements (-e) against a lake and print each query's rows."""
@@ -193,6 +203,13 @@ def sql(
         msg = ("expected the SQL in a file (-f FILE, '-' for standard input) or on the command "
                f"line (-e SQL), found {'both' if script is not None else 'neither'}")
         raise click.UsageError(msg)
+    if complete_as_of is not None:
+        from chronolake.catalog.complete_as_of import as_of_millis
+
+        try:
+            as_of_millis(complete_as_of)
+        except ChronolakeError as error:
+            raise click.BadParameter(str(error), param_hint="'--complete-as-of'") from None
     _quiet_spark_logs()
     text = script.read() if script is not None else statements_text or ""
     statements = parse_flink(text, what="SQL script")
@@ -207,7 +224,7 @@ def sql(
         "the SQL given with -e" if script is None else
         "standard input" if script.name in ("-", "<stdin>") else script.name
     )
-    results = Catalog(lake).run_script(text)
+    results = Catalog(lake).run_script(text, complete_as_of=complete_as_of)
     for number, node in enumerate(statements, start=1):
         shown = _shorten(node.sql(dialect=Flink, comments=False))
         step.doing = f"statement {number} of {source} ({shown})"

@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from chronolake.errors import SourceError
+from chronolake.errors import SourceError, VersionGoneError
 from chronolake.lake.changelog import (
     CHANGE_TYPE,
     COMMIT_TIMESTAMP,
@@ -46,6 +46,7 @@ from chronolake.lake.files import (
     read_tagged_files,
 )
 from chronolake.lake.storage import Storage
+from chronolake.lake.table_state import rebuildable
 from chronolake.location import LocationLike, as_location
 
 BackendKind = Literal["delta-rs", "delta-spark"]
@@ -198,6 +199,30 @@ class LakeBackend(ABC):
         """The `commitInfo` of commits `start..end` (inclusive), by version: one ranged read
         of the log (metadata-sized)."""
         return {commit.version: commit.info for commit in self._log_range(path, start, end)}
+
+    def check_kept(self, path: LocationLike, version: int) -> None:
+        """Refuse with `VersionGoneError` to read the table as of `version` when the log can
+        no longer rebuild it (log cleanup) or a data file it holds is gone (VACUUM): checked
+        up front, as a snapshot's files are only read when a Spark job runs. Metadata-sized:
+        a listing of the log, the version's file list, a check per file (a listing per
+        folder on an object store)."""
+        if not rebuildable(Storage(path), version):
+            msg = (
+                f"{path}: version {version} can no longer be rebuilt from the Delta log (its "
+                "entries, or the checkpoint before it, were removed by log cleanup)"
+            )
+            raise VersionGoneError(msg)
+        gone = self._missing_files(self._active_files(path, version))
+        if gone:
+            msg = (
+                f"{path}: {len(gone)} data file(s) of version {version} are missing (removed "
+                f"by VACUUM), e.g. {min(gone)}"
+            )
+            raise VersionGoneError(msg)
+
+    @abstractmethod
+    def _active_files(self, path: LocationLike, version: int) -> list[str]:
+        """The URIs of the data files the table holds at `version`, from the log alone."""
 
     @abstractmethod
     def _table_metadata(self, path: LocationLike, version: int) -> TableMetadata:
@@ -363,7 +388,7 @@ class LakeBackend(ABC):
                 f"snapshot at version {latest}, and keep delta.logRetentionDuration longer "
                 "than the time between runs"
             )
-            raise SourceError(msg)
+            raise VersionGoneError(msg)
         return [commits[v] for v in versions]
 
     def _readable_metadata(self, path: LocationLike, version: int) -> TableMetadata:
@@ -413,7 +438,7 @@ class LakeBackend(ABC):
                 "snapshot, and keep delta.deletedFileRetentionDuration longer than the time "
                 "between runs"
             )
-            raise SourceError(msg)
+            raise VersionGoneError(msg)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from chronolake.errors import SourceError
+from chronolake.errors import SourceError, VersionGoneError
 from chronolake.lake._commit import CommitConflict, DataFile, write_commit
 from chronolake.lake.appends import commit_appended, is_committed, open_or_create
 from chronolake.lake.backend import LakeBackend, TableMetadata
@@ -347,8 +347,12 @@ class DeltaRsBackend(LakeBackend):
                 f"removed by log cleanup): {error}; read a later version, or run a full refresh "
                 f"from version {latest}"
             )
-            raise SourceError(msg) from None
+            raise VersionGoneError(msg) from None
         return table
+
+    def _active_files(self, path: LocationLike, version: int) -> list[str]:
+        logged = pa.table(self._open(path, version).get_add_actions(flatten=False))["path"]
+        return [file_uri(self._table_uri(path), p) for p in logged.to_pylist()]
 
     def _table_metadata(self, path: LocationLike, version: int) -> TableMetadata:
         table = self._open(path, version, with_files=False)

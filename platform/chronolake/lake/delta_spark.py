@@ -246,6 +246,9 @@ class DeltaSparkBackend(LakeBackend):
         return TableMetadata(state.schema, state.partition_columns, state.configuration,
                              state.reader_features)
 
+    def _active_files(self, path: LocationLike, version: int) -> list[str]:
+        return list(self.snapshot(path, version).inputFiles())  # Delta's file list: the log's
+
     def _read_log(self, path: LocationLike, versions: range) -> dict[int, LogCommit]:
         return read_commits(Storage(path), versions)
 

@@ -1,13 +1,19 @@
-"""The output watermark a derived table's commit records, as Paimon stamps each snapshot.
+"""The output watermark a derived table's commit records, as Paimon stamps each snapshot,
+and the input versions the commit's run had consumed.
 
 Every commit of a derived table carries, in its Delta `commitInfo`:
 
 - `chronolake.watermark`: the table's output watermark after the commit, ISO-8601 UTC
   with milliseconds (`2026-11-25T10:00:00.000Z`), readable by any Delta reader;
-- `chronolake.watermarkMillis`: the same instant in epoch milliseconds.
+- `chronolake.watermarkMillis`: the same instant in epoch milliseconds;
+- `chronolake.inputVersions`: the last Delta version of each input table the run had
+  consumed, as a JSON object by table name (`{"orders": 12, "rates": 4}`). Checkpoints
+  keep only the latest runs' positions; this keeps every commit's, so a read complete as
+  of a watermark (`chronolake.catalog.complete_as_of`) finds the sources' versions.
 
-Absent keys mean no watermark yet (nothing reached). A reader downstream takes
-an input's watermark from the latest commit it consumed, never from the data.
+Absent watermark keys mean no watermark yet (nothing reached); absent input versions, a
+commit written before chronolake recorded them. A reader downstream takes an input's
+watermark from the latest commit it consumed, never from the data.
 """
 
 from __future__ import annotations
@@ -15,15 +21,19 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from contextlib import suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from deltalake import DeltaTable
 
 from chronolake.lake.backend import LakeBackend
+from chronolake.lake.log_reader import latest_version, read_commits
+from chronolake.lake.storage import Storage
 from chronolake.location import LocationLike
 
 WATERMARK_KEY = "chronolake.watermark"
 WATERMARK_MILLIS_KEY = "chronolake.watermarkMillis"
+INPUT_VERSIONS_KEY = "chronolake.inputVersions"
 
 
 def watermark_stamp(watermark_ms: int | None) -> dict[str, str]:
@@ -37,17 +47,34 @@ def watermark_stamp(watermark_ms: int | None) -> dict[str, str]:
     }
 
 
-def stamped_watermark(info: Mapping[str, object]) -> int | None:
-    """The watermark a commit's info recorded (epoch ms), None when it recorded none.
+def input_versions_stamp(versions: Mapping[str, int]) -> dict[str, str]:
+    """The commitInfo entry recording the input versions a run had consumed, by table."""
+    return {INPUT_VERSIONS_KEY: json.dumps(dict(sorted(versions.items())))}
 
-    delta-rs writes the entries into `commitInfo` itself; delta-spark into its
-    `userMetadata` string, as JSON.
-    """
-    millis = info.get(WATERMARK_MILLIS_KEY)
-    if millis is None and isinstance(user := info.get("userMetadata"), str):
-        with suppress(ValueError, AttributeError):  # not chronolake's JSON: no watermark
-            millis = json.loads(user).get(WATERMARK_MILLIS_KEY)
+
+def stamped_watermark(info: Mapping[str, object]) -> int | None:
+    """The watermark a commit's info recorded (epoch ms), None when it recorded none."""
+    millis = _stamped(info, WATERMARK_MILLIS_KEY)
     return None if millis is None else int(str(millis))
+
+
+def stamped_input_versions(info: Mapping[str, object]) -> dict[str, int] | None:
+    """The input versions a commit's info recorded, by table; None when it recorded none (a
+    commit written before chronolake recorded them)."""
+    versions = _stamped(info, INPUT_VERSIONS_KEY)
+    if versions is None:
+        return None
+    return {name: int(version) for name, version in json.loads(str(versions)).items()}
+
+
+def _stamped(info: Mapping[str, object], key: str) -> object | None:
+    """The entry `key` of a commit's info: delta-rs writes the entries into `commitInfo`
+    itself; delta-spark into its `userMetadata` string, as JSON."""
+    value = info.get(key)
+    if value is None and isinstance(user := info.get("userMetadata"), str):
+        with suppress(ValueError, AttributeError):  # not chronolake's JSON: no entry
+            value = json.loads(user).get(key)
+    return value
 
 
 def recorded_watermarks(
@@ -60,6 +87,27 @@ def recorded_watermarks(
         version: stamped_watermark(infos[version]) if version in infos else None
         for version in range(start, end + 1)
     }
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """What one commit of a derived table recorded."""
+
+    version: int
+    watermark_ms: int | None
+    input_versions: Mapping[str, int] | None
+
+
+def logged_stamps(path: LocationLike) -> list[Stamp]:
+    """What each commit of a derived table still in its Delta log recorded, oldest first
+    (commits log cleanup removed are left out): one read of the log, no Spark."""
+    table = Storage(path)
+    latest = latest_version(table)
+    commits = read_commits(table, range(latest + 1)) if latest is not None else {}
+    return [
+        Stamp(version, stamped_watermark(commit.info), stamped_input_versions(commit.info))
+        for version, commit in sorted(commits.items())
+    ]
 
 
 def latest_recorded_watermark(path: LocationLike) -> int | None:

@@ -17,7 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.types import StructType
 
-from chronolake.errors import SourceError
+from chronolake.errors import SourceError, VersionGoneError
+from chronolake.lake.delta_log import log_file_name
 from chronolake.lake.files import logical_type
 from chronolake.lake.log_reader import LOG, latest_version, read_commits
 from chronolake.lake.storage import Storage
@@ -77,7 +78,7 @@ def table_state(table: Storage, version: int) -> TableState:
                 f"checkpoint at or after it is, so the table's metadata at version {version} "
                 "cannot be read; read a later version, or run a full refresh from the latest"
             )
-            raise SourceError(msg)
+            raise VersionGoneError(msg)
         for action, value in (("metaData", commit.metadata), ("protocol", commit.protocol)):
             if value is not None:
                 found.setdefault(action, value)
@@ -95,6 +96,16 @@ def table_state(table: Storage, version: int) -> TableState:
         )
         raise SourceError(msg)
     return TableState(version, found["metaData"], found["protocol"])
+
+
+def rebuildable(table: Storage, version: int) -> bool:
+    """Whether the log still holds what rebuilds `version`: every commit after the newest
+    checkpoint at or before it (every commit from 0 without one). Log cleanup removes the
+    oldest commits, so an old version can be gone while the log holds later ones."""
+    names = set(table.names(LOG))
+    checkpoint = max((v for v in map(_checkpoint_version, names) if v is not None and
+                      v <= version), default=-1)
+    return all(log_file_name(v) in names for v in range(checkpoint + 1, version + 1))
 
 
 def latest_state(table: Storage) -> TableState:

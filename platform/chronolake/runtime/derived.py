@@ -30,7 +30,7 @@ from chronolake.joins.history import HISTORY_PAGE_ROWS
 from chronolake.lake.changelog import SYSTEM_COLUMNS, RowKind
 from chronolake.lake.layout import history_path, late_path, lock_dir, output_path
 from chronolake.lake.lock import run_lock
-from chronolake.lake.stamps import watermark_stamp
+from chronolake.lake.stamps import input_versions_stamp, watermark_stamp
 from chronolake.lake.upserts import final_rows
 from chronolake.location import Location
 from chronolake.runtime.attempt import RunPlan, begin_writing, pass_commit_point
@@ -323,8 +323,9 @@ class DerivedTable:
         number, intent = plan.number, plan.intent
         watermark_ms = step.watermark_ms
         output_ms = self._output_watermark(watermark_ms)
+        stamp = watermark_stamp(output_ms) | input_versions_stamp(self._consumed(reads))
         output_version, written_figures = self._write(
-            plan, step, output_ms, replace=intent.full_refresh
+            plan, step, stamp, replace=intent.full_refresh
         )
         figures = run_figures(  # refused before the commit
             {**step.figures, **written_figures}, operation_planned(self.bound_plan.plan)
@@ -364,9 +365,19 @@ class DerivedTable:
             ticks=step.ticks,
         )
 
-    def _write(self, plan: RunPlan, step: Step, watermark_ms: int | None, *, replace: bool
+    def _consumed(self, reads: Mapping[str, InputRead]) -> dict[str, int]:
+        """The last version of each input table the run consumed, by table name (a plain
+        view's source by the source's; a table two inputs read, at the later of theirs)."""
+        consumed: dict[str, int] = {}
+        for name, read in reads.items():
+            table = self.inputs[name].changelog_table.name.lower()
+            consumed[table] = max(read.position.version, consumed.get(table, -1))
+        return consumed
+
+    def _write(self, plan: RunPlan, step: Step, stamp: Mapping[str, str], *, replace: bool
                ) -> tuple[int | None, dict[str, int]]:
-        """Commit the output's changes (stamped with the output watermark), append late rows
+        """Commit the output's changes (with `stamp` in its commitInfo: the output watermark
+        and the input versions consumed, `chronolake.lake.stamps`), append late rows
         and history (each idempotent per run), then write state; return the output's
         version and the figures its writes counted (the output's, and the step's tallies).
 
@@ -381,7 +392,7 @@ class DerivedTable:
                 return backend.overwrite_dataframe(frame, path)
             return backend.append_dataframe(frame, path, app_id=app_id, app_version=run)
 
-        changes, stamp = as_changes(step.output), watermark_stamp(watermark_ms)
+        changes = as_changes(step.output)
         if self.view.updating:  # read twice: counted, then applied
             changes = reused(changes)
         counts = OutputFigures(changes, step.output_figures)
