@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from chronolake import Catalog, DefinitionError
+from chronolake import Catalog, DefinitionError, SourceError
 from chronolake.lake.changelog import COMMIT_VERSION
 from chronolake.runtime.derived import DerivedTable
 
@@ -382,3 +382,28 @@ def test_change_data_feed_and_upsert_sources_have_histories(
         assert _versions(bounded) == expected[table], table
         DerivedTable(catalog, view).run()
         assert _versions(catalog.table(view).collect()) == expected[table], view
+
+
+def test_as_of_a_constant_travels_to_the_version_current_then(
+    fed: tuple[Catalog, Path, list[set[tuple]]]
+) -> None:
+    """FLIP-308's time travel: the table as its last commit at or before the time left it,
+    for a source and for a derived table; before the first commit it is refused."""
+    catalog, lake, _ = fed
+    commits = sorted({(r["_commit_version"], r["_commit_timestamp"])
+                      for r in catalog.changelog("rates").collect()})
+    # rates after its second commit: each key's last change by arrival (EUR's 101 came last)
+    second = commits[1][1]
+    rows = catalog.sql("SELECT currency, rate FROM rates FOR SYSTEM_TIME AS OF TIMESTAMP "
+                       f"'{second:%Y-%m-%d %H:%M:%S.%f}' AS r").collect()
+    assert {(r["currency"], r["rate"]) for r in rows} == {
+        ("EUR", 101), ("USD", 200), ("GBP", 301)}
+    view_commits = sorted({(r["_commit_version"], r["_commit_timestamp"])
+                           for r in catalog.changelog("rates_history").collect()})
+    first_run = view_commits[0][1]
+    rows = catalog.sql("SELECT currency, rate, valid_to FROM rates_history FOR SYSTEM_TIME AS OF "
+                       f"TIMESTAMP '{first_run:%Y-%m-%d %H:%M:%S.%f}'").collect()
+    assert {(r["currency"], r["rate"], r["valid_to"]) for r in rows} == {
+        ("EUR", 100, None), ("USD", 200, None), ("GBP", 300, None)}
+    with pytest.raises(SourceError, match=r"'rates' did not exist then; its first commit is at"):
+        catalog.sql("SELECT * FROM rates FOR SYSTEM_TIME AS OF TIMESTAMP '2000-01-01 00:00:00'")

@@ -16,7 +16,7 @@ Refused, by name, before a row is read:
 - a source table no pinned derived table consumed: a source's watermark is generated as
   it is read, never stamped on its commits, so nothing says which version was complete
   (nor which one two derived tables that consumed it at different versions agree on);
-- a version whose log entries or data files are gone (`kept_versions`).
+- a version whose log entries or data files are gone (`explaining_retention`).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def pinned_versions(
 
 
 @contextmanager
-def kept_versions(as_of_ms: int) -> Iterator[None]:
+def explaining_retention(as_of_ms: int) -> Iterator[None]:
     """Turn a version gone from the lake, as a pinned read finds it, into a refusal that
     says which table properties keep such reads possible."""
     try:

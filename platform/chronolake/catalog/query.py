@@ -12,14 +12,21 @@ import re
 from collections.abc import Mapping
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from sqlglot import exp
 
-from chronolake.catalog.complete_as_of import AsOf, as_of_millis, kept_versions, pinned_versions
+from chronolake.catalog.complete_as_of import (
+    AsOf,
+    as_of_millis,
+    explaining_retention,
+    pinned_versions,
+    shown,
+)
 from chronolake.catalog.entry import Spec
 from chronolake.catalog.inputs import input_specs, source_spec
 from chronolake.catalog.registry import Registry
 from chronolake.catalog.relations import changelog_dataframe, relation_dataframe
-from chronolake.errors import DefinitionError, UnknownNameError
+from chronolake.errors import DefinitionError, SourceError, UnknownNameError
 from chronolake.joins.temporal import (
     join_query,
     latest_versions,
@@ -88,7 +95,7 @@ class QuerySession:
         if complete_as_of is None:
             return self._frame_of_query(query, specs)
         as_of_ms = as_of_millis(complete_as_of)
-        with kept_versions(as_of_ms):
+        with explaining_retention(as_of_ms):
             pins = pinned_versions(query, specs, self, as_of_ms)
             pinned = QuerySession(self.spark, self.backend, self.registry, pins)
             return pinned._frame_of_query(query, specs)
@@ -152,7 +159,7 @@ class QuerySession:
                 keys[read_as] = f"{_FRAME}{len(keys)}"
                 frames[keys[read_as]] = (
                     self._frame(name, specs, registered) if version is None
-                    else self._history_frame(table)
+                    else self._system_time_frame(table, specs)
                 )
             _read_frame(table, keys[read_as])
         text = spark_sql(tree).replace("{", "{{").replace("}", "}}")
@@ -167,17 +174,42 @@ class QuerySession:
             return self._frame_of_query(spec.query, registered)
         return relation_dataframe(self.spark, self.backend, spec, self.root, self.pins.get(name))
 
-    def _history_frame(self, table: exp.Table) -> DataFrame:
-        """The rows of a table read `FOR SYSTEM_TIME`: its history, cut to the range read."""
-        if not reads_history(table):
+    def _system_time_frame(self, table: exp.Table, specs: Mapping[str, Spec]) -> DataFrame:
+        """The rows of a table read `FOR SYSTEM_TIME`: its history, cut to the range read
+        (`chronolake.sql.history`); or, `AS OF` a constant, its rows at that time (FLIP-308's
+        time travel): the Delta version current then."""
+        name = relation_name(table)
+        written = written_read(table)
+        if reads_history(table):
+            history = self.history(name, written)
+            condition = validity_condition(table.args["version"])
+            return history if condition is None else history.where(condition)
+        spec = specs[name.lower()]
+        if not isinstance(spec, TableSpec):
             raise DefinitionError(
-                f"{written_read(table)}: AS OF reads a temporal join's version, which needs a "
-                "probe side: write FROM probe AS p JOIN <table> FOR SYSTEM_TIME AS OF "
-                "p.<time column> AS x ON p.key = x.key"
+                f"{written}: {name!r} is a view computed on read, which keeps no versions to "
+                "travel to; read its tables FOR SYSTEM_TIME AS OF that time instead"
             )
-        history = self.history(relation_name(table), written_read(table))
-        condition = validity_condition(table.args["version"])
-        return history if condition is None else history.where(condition)
+        at_ms = self._instant_ms(table.args["version"].expression, written)
+        path = table_location(self.root, spec.options.path)
+        version = self.backend.version_at(path, at_ms)
+        if version is None:
+            first = self.backend.commits(path, 0, 0)[0].timestamp_ms
+            raise SourceError(
+                f"{written}: {name!r} did not exist then; its first commit is at "
+                f"{shown(first)}: ask for a later time"
+            )
+        self.backend.check_kept(path, version)
+        return relation_dataframe(self.spark, self.backend, spec, self.root, version)
+
+    def _instant_ms(self, constant: exp.Expr, written: str) -> int:
+        """A constant time expression (`TIMESTAMP '…'`, `CURRENT_TIMESTAMP - INTERVAL …`) as
+        epoch milliseconds, evaluated by Spark in the session's time zone."""
+        instant = F.unix_millis(F.expr(spark_sql(constant)).cast("timestamp"))
+        value = self.spark.range(1).select(instant).first()  # one value: the instant
+        if value is None or value[0] is None:
+            raise DefinitionError(f"{written}: AS OF must be a time, not NULL")
+        return int(value[0])
 
     def _held_watermarks(self, tree: exp.Query, specs: Mapping[str, Spec]
                          ) -> dict[str, HeldWatermark]:

@@ -200,6 +200,13 @@ class LakeBackend(ABC):
         of the log (metadata-sized)."""
         return {commit.version: commit.info for commit in self._log_range(path, start, end)}
 
+    def version_at(self, path: LocationLike, timestamp_ms: int) -> int | None:
+        """The version current at `timestamp_ms`: the last one committed at or before it
+        (Delta's `TIMESTAMP AS OF`); None before the first commit. Metadata-sized: one read of
+        the log's commits."""
+        committed = [c.version for c in self.commits(path, 0) if c.timestamp_ms <= timestamp_ms]
+        return committed[-1] if committed else None
+
     def check_kept(self, path: LocationLike, version: int) -> None:
         """Refuse with `VersionGoneError` to read the table as of `version` when the log can
         no longer rebuild it (log cleanup) or a data file it holds is gone (VACUUM): checked

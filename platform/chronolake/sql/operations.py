@@ -2,8 +2,8 @@
 
 A view is recognized by the first registration, in this order, whose test its query
 passes: a temporal join, a window Top-N (a rank over a window table function), a window
-aggregate, a deduplication, an interval join, a history; any other view is plain, computed as a whole
-on read. A registration holds the kind recorded in the view's catalog entry, the plan its
+aggregate, a deduplication, an interval join, a history; any other view is plain, computed
+as a whole on read. A registration holds the kind recorded in the view's catalog entry, the plan its
 query binds to, the planner that binds it, and the figures its runs count besides those
 every run counts (`chronolake.runtime.figures`, which refuses any other). The runs' tier
 registers each plan type's operator (`chronolake.runtime.operators`), and Dagster's each

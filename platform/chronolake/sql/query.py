@@ -83,7 +83,7 @@ def temporal_joins(sql: str) -> list[TemporalJoinRef]:
     joins: list[TemporalJoinRef] = []
     for table in query.find_all(exp.Table, bfs=False):
         version = table.args.get("version")
-        if not is_temporal_join_read(version):
+        if version is None or not is_temporal_join_read(version):
             continue
         join = table.parent
         as_of = canonical_sql(version.expression)
