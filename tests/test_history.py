@@ -407,3 +407,13 @@ def test_as_of_a_constant_travels_to_the_version_current_then(
         ("EUR", 100, None), ("USD", 200, None), ("GBP", 300, None)}
     with pytest.raises(SourceError, match=r"'rates' did not exist then; its first commit is at"):
         catalog.sql("SELECT * FROM rates FOR SYSTEM_TIME AS OF TIMESTAMP '2000-01-01 00:00:00'")
+
+
+def test_a_full_refresh_rebuilds_the_same_history(
+    fed: tuple[Catalog, Path, list[set[tuple]]]
+) -> None:
+    """Rebuilt from every change, not from the history earlier runs appended."""
+    catalog, _, _ = fed
+    before = _versions(catalog.table("rates_history").collect())
+    DerivedTable(catalog, "rates_history").run(full_refresh=True)
+    assert _versions(catalog.table("rates_history").collect()) == before == _AFTER_EACH_COMMIT[-1]

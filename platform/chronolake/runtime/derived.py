@@ -198,7 +198,8 @@ class DerivedTable:
             checkpoint=plan.base,
             clock=self.clock,
             load_state=lambda role: self._state(plan.base, role),
-            load_history=self.history,
+            # a full refresh builds on nothing: neither state nor the history of earlier runs
+            load_history=(lambda: None) if plan.intent.full_refresh else self.history,
             tallies_counted=ticked is not None or self.view.updating,
         )
         if ticked is None:

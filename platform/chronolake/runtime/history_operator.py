@@ -2,8 +2,9 @@
 
 A view `SELECT ... FROM rates FOR SYSTEM_TIME ALL [WHERE ...]` holds one row per version
 (`chronolake.sql.history`), keyed by the table's key and `valid_from`. A run recomputes the
-history of the keys its new changes touch, from the events that decide their versions
-(state, role `versions`) and the new ones, and emits the difference as a changelog:
+history of the keys its new changes touch, from their events so far (the derived table's
+history table, which each run appends its version events to, as a temporal join's) and the
+new ones, and emits the difference as a changelog:
 
 - a new version is `+I`; one that arrives late, between two others, also ends the interval
   before it: `-U`/`+U` of that row, whose `valid_to` moves back;
@@ -12,8 +13,8 @@ history of the keys its new changes touch, from the events that decide their ver
   erases that version (`-D`).
 
 Rows are emitted at once, not held for the watermark (like a deduplication); the output
-watermark is the input's. State keeps only the events that can still decide a version
-(`deciding_events`), so a run costs in proportion to the touched keys' histories.
+watermark is the input's. A run writes in proportion to its new changes (their events, and
+the changed rows of their keys); it scans the history table once for the touched keys.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from chronolake.catalog.relations import through_view_rows
-from chronolake.joins.version_history import deciding_events, version_events, version_history
+from chronolake.joins.version_history import version_events, version_history
 from chronolake.joins.versions import kept_versions, on_time_for_first_row
 from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_VERSION, POSITION, ROW_KIND, RowKind
 from chronolake.runtime.inputs import InputRead
@@ -41,9 +42,6 @@ from chronolake.schema.spec import KeepRow
 from chronolake.sql.history import HistoryPlan
 from chronolake.watermarks.late import LateReason, side_table_rows
 from chronolake.watermarks.watermark import Watermark
-
-VERSIONS_ROLE = "versions"
-"""The state table of the events that decide each key's versions."""
 
 _ARRIVAL = "__hv_arrival"
 _BEFORE = "__hv_before"
@@ -72,30 +70,24 @@ class HistoryOperator(Operator):
         considered = on_time_for_first_row(rows, how.time) if how.keep is KeepRow.FIRST else rows
         fresh = reused(version_events(without_annotations(considered), how.key, how.time,
                                       ROW_KIND))
-        stored = context.state(VERSIONS_ROLE)
-        if stored is None:
-            stored = fresh.limit(0)
         key = list(how.key)
         # Per touched key, its latest new change: the arrival its output changes take.
         touched = reused(fresh.groupBy(*key).agg(F.max(F.struct(*ARRIVAL_ORDER)).alias(_ARRIVAL)))
-        before = stored.join(touched.select(*key), on=key, how="left_semi")
-        after = reused(kept_versions(before.unionByName(fresh), key, how.time, how.keep))
-        changes = _differences(self._rows(before, touched), self._rows(after, touched),
-                               self.output_key)
-        state = stored.join(touched.select(*key), on=key, how="left_anti").unionByName(
-            deciding_events(after, key, how.time)
-        )
         late = side_table_rows(rows.where(F.col(f"`{how.time}`").isNull()),
                                LateReason.NULL_ROWTIME)
         counts = count_figures({
-            "rows_in": rows,
-            "versions_in": fresh,
-            "touched_keys": touched,
-            "late_rows": late,
-            "state_rows": state,
+            "rows_in": rows, "versions_in": fresh, "touched_keys": touched, "late_rows": late,
         })
+        stored = context.history()
+        before = (fresh.limit(0) if stored is None
+                  else stored.join(touched.select(*key), on=key, how="left_semi"))
+        after = kept_versions(before.unionByName(fresh), key, how.time, how.keep)
+        changes = _differences(self._rows(before, touched), self._rows(after, touched),
+                               self.output_key)
+        first_run = stored is None
         return Step(
-            output=changes, late=late, state={VERSIONS_ROLE: state}, history=None,
+            output=changes, late=late, state={},
+            history=fresh if counts["versions_in"] or first_run else None,
             # a row without a rowtime is its only late row
             figures={**counts, "null_rowtime_rows": counts["late_rows"], "pending_rows": 0},
         )
