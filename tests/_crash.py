@@ -11,6 +11,7 @@ views do not select them).
 from __future__ import annotations
 
 import os
+import pickle
 import random
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -95,11 +97,34 @@ class Exercised:
         ]
 
 
+    def merge(self, other: Exercised) -> None:
+        """Add what another pytest process (an xdist worker) exercised."""
+        self.fault_points |= other.fault_points
+        self.crash_restarts += other.crash_restarts
+        self.bad_inputs |= other.bad_inputs
+        self.concurrent_runs += other.concurrent_runs
+        if other.chaos.seed is not None:
+            self.chaos = other.chaos
+
+
 EXERCISED = Exercised()
+_WORKER_KEY = "chronolake-exercised"
 
 
 class _ReliabilitySummary:
-    """A pytest plugin, registered by the reliability tests, that prints `EXERCISED`."""
+    """A pytest plugin that prints `EXERCISED` at the end of the run: with xdist, each worker
+    hands its own to the controller, which prints them merged."""
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        output = getattr(session.config, "workeroutput", None)
+        if output is not None:  # an xdist worker: only data crosses to the controller
+            output[_WORKER_KEY] = pickle.dumps(EXERCISED).hex()
+
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        """xdist's hook, in the controller, as a worker ends."""
+        handed = getattr(node, "workeroutput", {}).get(_WORKER_KEY)
+        if handed is not None:
+            EXERCISED.merge(pickle.loads(bytes.fromhex(handed)))
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("reliability: what the tests exercised")
@@ -108,9 +133,8 @@ class _ReliabilitySummary:
 
 
 def register_summary(config: pytest.Config) -> None:
-    """Print what was exercised at the end of the session (once, whoever asks first)."""
-    if not config.pluginmanager.has_plugin("chronolake-reliability"):
-        config.pluginmanager.register(_ReliabilitySummary(), "chronolake-reliability")
+    """Print what was exercised at the end of the session (conftest registers it)."""
+    config.pluginmanager.register(_ReliabilitySummary(), "chronolake-reliability")
 
 
 def build_tiny_lake(

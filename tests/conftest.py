@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from _crash import register_summary
 from _s3 import TEST_LAKE_ENV, moto_s3
 from pyspark.sql import SparkSession
 
@@ -20,6 +21,10 @@ from chronolake.spark.session import local_spark_session
 
 SLOW_TIER_FIXTURES = frozenset({"spark"})
 """Fixtures whose tests start Spark, and so belong to the slow tier."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    register_summary(config)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -22,7 +22,6 @@ from _crash import (
     build_tiny_lake,
     delta_rows,
     files_under,
-    register_summary,
 )
 from deltalake import DeltaTable, write_deltalake
 from deltatables import table_rows
@@ -40,11 +39,6 @@ from chronolake.watermarks import REASON_COLUMN, LateReason
 pytestmark = pytest.mark.spark
 
 VIEW = "orders_enriched"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _reliability_summary(pytestconfig: pytest.Config) -> None:
-    register_summary(pytestconfig)
 
 
 @pytest.fixture(scope="module")

@@ -55,7 +55,6 @@ from _crash import (
     build_tiny_lake,
     delta_rows,
     finish,
-    register_summary,
     same_rows,
     start_run,
 )
@@ -102,11 +101,6 @@ _WHEN_READ = frozenset(
      "_watermark"}
 )
 """Columns of late rows that say when and where a run read them, not what they are."""
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _reliability_summary(pytestconfig: pytest.Config) -> None:
-    register_summary(pytestconfig)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,6 @@ from _crash import (
     delta_rows,
     files_under,
     finish,
-    register_summary,
     run_in_subprocess,
     same_rows,
     start_run,
@@ -51,11 +50,6 @@ from chronolake.runtime.result import RunStatus
 VIEW = "orders_enriched"
 # Before this point a killed run has written nothing a reader sees.
 _FIRST_WRITE = RUN_FAULT_POINTS.index(FaultPoint.AFTER_OUTPUT)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _reliability_summary(pytestconfig: pytest.Config) -> None:
-    register_summary(pytestconfig)
 
 
 @dataclass(frozen=True)
