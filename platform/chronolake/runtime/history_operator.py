@@ -79,8 +79,9 @@ class HistoryOperator(Operator):
             "rows_in": rows, "versions_in": fresh, "touched_keys": touched, "late_rows": late,
         })
         stored = context.history()
+        # one scan of the history for the touched keys, read by both histories below
         before = (fresh.limit(0) if stored is None
-                  else stored.join(touched.select(*key), on=key, how="left_semi"))
+                  else reused(stored.join(touched.select(*key), on=key, how="left_semi")))
         after = kept_versions(before.unionByName(fresh), key, how.time, how.keep)
         changes = _differences(self._rows(before, touched), self._rows(after, touched),
                                self.output_key)
