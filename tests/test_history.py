@@ -10,11 +10,12 @@ it, a re-insert, and a late version that splits an interval across runs.
 from __future__ import annotations
 
 import tempfile
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from _rates_history import HISTORY_VIEW_DDL, RATES_DDL, RATES_SCHEMA, at, rate
 from deltatables import delete_rows, table_rows, update_rows, write_commits
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -24,66 +25,48 @@ from chronolake import Catalog, DefinitionError, SourceError
 from chronolake.lake.changelog import COMMIT_VERSION
 from chronolake.runtime.derived import DerivedTable
 
-BASE = datetime(2026, 11, 2, 9, 0)
-_RATES = pa.schema([("currency", pa.string()), ("rate", pa.int64()),
-                    ("currency_time", pa.timestamp("us")), ("op", pa.string())])
 _ORDERS = pa.schema([("id", pa.int64()), ("currency", pa.string()),
                      ("order_time", pa.timestamp("us"))])
-_DDL = """
-CREATE TABLE rates (
-  currency STRING, rate BIGINT, currency_time TIMESTAMP(3),
-  WATERMARK FOR currency_time AS currency_time,
-  PRIMARY KEY (currency) NOT ENFORCED
-) WITH ('path' = 'rates', 'changelog' = 'op-column', 'changelog.op-column' = 'op');
+_DDL = RATES_DDL + """
 CREATE TABLE orders (
   id BIGINT, currency STRING, order_time TIMESTAMP(3),
   WATERMARK FOR order_time AS order_time
 ) WITH ('path' = 'orders', 'changelog' = 'append');
-CREATE VIEW rates_history AS
-SELECT currency, rate, valid_from, valid_to, committed_at FROM rates FOR SYSTEM_TIME ALL;
-"""
+""" + HISTORY_VIEW_DDL
 _HISTORY = "SELECT currency, rate, valid_from, valid_to FROM rates FOR SYSTEM_TIME ALL"
 Version = tuple[str, int, datetime, datetime | None]
 
 
-def _at(minute: int) -> datetime:
-    return BASE + timedelta(minutes=minute)
-
-
-def _rate(currency: str, rate: int, minute: int, op: str = "+U") -> dict:
-    return {"currency": currency, "rate": rate, "currency_time": _at(minute), "op": op}
-
-
 _COMMITS = [
-    [_rate("EUR", 100, 0, "+I"), _rate("USD", 200, 0, "+I"), _rate("GBP", 300, 30, "+I")],
+    [rate("EUR", 100, 0, "+I"), rate("USD", 200, 0, "+I"), rate("GBP", 300, 30, "+I")],
     # EUR's 10 arrives after its 20: out of order; GBP's 301 ties with 300 at 30 and wins
-    [_rate("EUR", 102, 20), _rate("EUR", 101, 10), _rate("GBP", 301, 30)],
+    [rate("EUR", 102, 20), rate("EUR", 101, 10), rate("GBP", 301, 30)],
     # USD is deleted at 25; GBP's -D at 30 erases the version from 30; a -U is no version
-    [_rate("USD", 201, 25, "-D"), _rate("GBP", 301, 30, "-D"), _rate("EUR", 102, 20, "-U")],
+    [rate("USD", 201, 25, "-D"), rate("GBP", 301, 30, "-D"), rate("EUR", 102, 20, "-U")],
     # USD comes back at 60; EUR's 99 at 5 lands between 0 and 10 and splits that interval
-    [_rate("USD", 202, 60, "+I"), _rate("EUR", 99, 5)],
+    [rate("USD", 202, 60, "+I"), rate("EUR", 99, 5)],
 ]
 _AFTER_EACH_COMMIT: list[set[Version]] = [
-    {("EUR", 100, _at(0), None), ("USD", 200, _at(0), None), ("GBP", 300, _at(30), None)},
-    {("EUR", 100, _at(0), _at(10)), ("EUR", 101, _at(10), _at(20)), ("EUR", 102, _at(20), None),
-     ("USD", 200, _at(0), None), ("GBP", 301, _at(30), None)},
-    {("EUR", 100, _at(0), _at(10)), ("EUR", 101, _at(10), _at(20)), ("EUR", 102, _at(20), None),
-     ("USD", 200, _at(0), _at(25))},
-    {("EUR", 100, _at(0), _at(5)), ("EUR", 99, _at(5), _at(10)),
-     ("EUR", 101, _at(10), _at(20)), ("EUR", 102, _at(20), None),
-     ("USD", 200, _at(0), _at(25)), ("USD", 202, _at(60), None)},
+    {("EUR", 100, at(0), None), ("USD", 200, at(0), None), ("GBP", 300, at(30), None)},
+    {("EUR", 100, at(0), at(10)), ("EUR", 101, at(10), at(20)), ("EUR", 102, at(20), None),
+     ("USD", 200, at(0), None), ("GBP", 301, at(30), None)},
+    {("EUR", 100, at(0), at(10)), ("EUR", 101, at(10), at(20)), ("EUR", 102, at(20), None),
+     ("USD", 200, at(0), at(25))},
+    {("EUR", 100, at(0), at(5)), ("EUR", 99, at(5), at(10)),
+     ("EUR", 101, at(10), at(20)), ("EUR", 102, at(20), None),
+     ("USD", 200, at(0), at(25)), ("USD", 202, at(60), None)},
 ]
 # The view's changes in each run: (kind, currency, rate, valid_from, valid_to).
 _CHANGES = [
-    {("+I", "EUR", 100, _at(0), None), ("+I", "USD", 200, _at(0), None),
-     ("+I", "GBP", 300, _at(30), None)},
-    {("-U", "EUR", 100, _at(0), None), ("+U", "EUR", 100, _at(0), _at(10)),
-     ("+I", "EUR", 101, _at(10), _at(20)), ("+I", "EUR", 102, _at(20), None),
-     ("-U", "GBP", 300, _at(30), None), ("+U", "GBP", 301, _at(30), None)},
-    {("-U", "USD", 200, _at(0), None), ("+U", "USD", 200, _at(0), _at(25)),
-     ("-D", "GBP", 301, _at(30), None)},
-    {("-U", "EUR", 100, _at(0), _at(10)), ("+U", "EUR", 100, _at(0), _at(5)),
-     ("+I", "EUR", 99, _at(5), _at(10)), ("+I", "USD", 202, _at(60), None)},
+    {("+I", "EUR", 100, at(0), None), ("+I", "USD", 200, at(0), None),
+     ("+I", "GBP", 300, at(30), None)},
+    {("-U", "EUR", 100, at(0), None), ("+U", "EUR", 100, at(0), at(10)),
+     ("+I", "EUR", 101, at(10), at(20)), ("+I", "EUR", 102, at(20), None),
+     ("-U", "GBP", 300, at(30), None), ("+U", "GBP", 301, at(30), None)},
+    {("-U", "USD", 200, at(0), None), ("+U", "USD", 200, at(0), at(25)),
+     ("-D", "GBP", 301, at(30), None)},
+    {("-U", "EUR", 100, at(0), at(10)), ("+U", "EUR", 100, at(0), at(5)),
+     ("+I", "EUR", 99, at(5), at(10)), ("+I", "USD", 202, at(60), None)},
 ]
 
 
@@ -93,7 +76,7 @@ def _versions(rows: list) -> set[Version]:
 
 def _lake(lake: Path, spark: SparkSession, ddl: str = _DDL, orders: pa.Schema = _ORDERS
           ) -> Catalog:
-    write_commits(lake / "rates", [[]], schema=_RATES, cdf=False)
+    write_commits(lake / "rates", [[]], schema=RATES_SCHEMA, cdf=False)
     write_commits(lake / "orders", [[]], schema=orders, cdf=False)
     catalog = Catalog(lake, spark)
     list(catalog.run_script(ddl))
@@ -110,7 +93,7 @@ def fed(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
     view = DerivedTable(catalog, "rates_history")
     changes = []
     for number, commit in enumerate(_COMMITS):
-        write_commits(lake / "rates", [commit], schema=_RATES, cdf=False)
+        write_commits(lake / "rates", [commit], schema=RATES_SCHEMA, cdf=False)
         result = view.run()
         assert _versions(catalog.sql(_HISTORY).collect()) == _AFTER_EACH_COMMIT[number]
         assert _versions(catalog.table("rates_history").collect()) == _AFTER_EACH_COMMIT[number]
@@ -238,15 +221,15 @@ def test_a_deduplication_views_history_is_the_versions_the_join_uses(
     log = pa.schema([("currency", pa.string()), ("rate", pa.int64()),
                      ("currency_time", pa.timestamp("us"))])
     write_commits(tmp_path / "rate_log", [
-        [{"currency": "EUR", "rate": 1, "currency_time": _at(0)},
-         {"currency": "EUR", "rate": 3, "currency_time": _at(20)}],
-        [{"currency": "EUR", "rate": 2, "currency_time": _at(10)}],  # older than 20: dropped
+        [{"currency": "EUR", "rate": 1, "currency_time": at(0)},
+         {"currency": "EUR", "rate": 3, "currency_time": at(20)}],
+        [{"currency": "EUR", "rate": 2, "currency_time": at(10)}],  # older than 20: dropped
     ], schema=log, cdf=False)
     write_commits(tmp_path / "orders", [[
-        {"id": 1, "currency": "EUR", "order_time": _at(12)},
-        {"id": 2, "currency": "EUR", "order_time": _at(25)},
+        {"id": 1, "currency": "EUR", "order_time": at(12)},
+        {"id": 2, "currency": "EUR", "order_time": at(25)},
     ]], schema=_ORDERS, cdf=False)
-    expected = {("EUR", 1, _at(0), _at(20)), ("EUR", 3, _at(20), None)}
+    expected = {("EUR", 1, at(0), at(20)), ("EUR", 3, at(20), None)}
     bounded = catalog.sql("SELECT * FROM latest_rates FOR SYSTEM_TIME ALL").collect()
     assert _versions(bounded) == expected
     DerivedTable(catalog, "latest_history").run()
@@ -271,18 +254,18 @@ def test_a_derived_tables_history_follows_its_changelog(
     log = pa.schema([("currency", pa.string()), ("rate", pa.int64()),
                      ("currency_time", pa.timestamp("us"))])
     write_commits(tmp_path / "rate_log", [[
-        {"currency": "EUR", "rate": 1, "currency_time": _at(0)},
-        {"currency": "USD", "rate": 5, "currency_time": _at(0)},
-        {"currency": "GBP", "rate": 9, "currency_time": _at(10)}]], schema=log, cdf=False)
+        {"currency": "EUR", "rate": 1, "currency_time": at(0)},
+        {"currency": "USD", "rate": 5, "currency_time": at(0)},
+        {"currency": "GBP", "rate": 9, "currency_time": at(10)}]], schema=log, cdf=False)
     write_commits(tmp_path / "orders", [
-        [{"id": 1, "currency": "EUR", "order_time": _at(2), "op": "+I"}],
-        [{"id": 1, "currency": "USD", "order_time": _at(2), "op": "+U"}],
+        [{"id": 1, "currency": "EUR", "order_time": at(2), "op": "+I"}],
+        [{"id": 1, "currency": "USD", "order_time": at(2), "op": "+U"}],
     ], schema=orders, cdf=False)
     DerivedTable(catalog, "enriched").run()
     DerivedTable(catalog, "enriched_history").run()
     rows = catalog.table("enriched_history").collect()
     assert [(r["id"], r["currency"], r["rate"], r["valid_from"], r["valid_to"]) for r in rows] == [
-        (1, "USD", 5, _at(2), None)]
+        (1, "USD", 5, at(2), None)]
     assert _versions(catalog.table("enriched_history").select(
         "currency", "rate", "valid_from", "valid_to").collect()) == _versions(
         catalog.sql("SELECT * FROM enriched FOR SYSTEM_TIME ALL").collect())
@@ -312,21 +295,21 @@ def test_the_history_view_equals_the_history_of_the_whole_changelog(
         lake = Path(directory)
         catalog = _lake(lake, spark)
         view = DerivedTable(catalog, "rates_history")
-        rate = 0
+        value = 0
         for commits in rounds:
             for changes in commits:
                 rows = []
                 for currency, minute, op in changes:
-                    rate += 1
-                    rows.append(_rate(currency, rate, minute, op))
-                write_commits(lake / "rates", [rows], schema=_RATES, cdf=False)
+                    value += 1
+                    rows.append(rate(currency, value, minute, op))
+                write_commits(lake / "rates", [rows], schema=RATES_SCHEMA, cdf=False)
             view.run()
             bounded = _versions(catalog.sql(_HISTORY).collect())
             assert _versions(catalog.table("rates_history").collect()) == bounded
             assert len(table_rows(str(lake / "_chronolake" / "views" / "rates_history"))
                        ) == len(bounded)
         write_commits(lake / "orders", [[
-            {"id": i, "currency": c, "order_time": _at(m)} for i, (c, m) in enumerate(probes)
+            {"id": i, "currency": c, "order_time": at(m)} for i, (c, m) in enumerate(probes)
         ]], schema=_ORDERS, cdf=False)
         joined = catalog.sql(
             "SELECT o.id, r.rate FROM orders AS o JOIN rates FOR SYSTEM_TIME AS OF o.order_time "
@@ -363,19 +346,19 @@ def test_change_data_feed_and_upsert_sources_have_histories(
     log = pa.schema([("currency", pa.string()), ("rate", pa.int64()),
                      ("currency_time", pa.timestamp("us"))])
     write_commits(tmp_path / "rates_cdf", [[
-        {"currency": "EUR", "rate": 1, "currency_time": _at(0)},
-        {"currency": "USD", "rate": 5, "currency_time": _at(0)}]], schema=log)
+        {"currency": "EUR", "rate": 1, "currency_time": at(0)},
+        {"currency": "USD", "rate": 5, "currency_time": at(0)}]], schema=log)
     update_rows(tmp_path / "rates_cdf", "currency = 'EUR'",
                 {"rate": "2", "currency_time": "'2026-11-02 09:10:00'"})
     delete_rows(tmp_path / "rates_cdf", "currency = 'USD'")
     write_commits(tmp_path / "rate_upserts", [
-        [{"currency": "EUR", "rate": 1, "currency_time": _at(10)}],
-        [{"currency": "EUR", "rate": 2, "currency_time": _at(0)}],  # late: splits nothing
+        [{"currency": "EUR", "rate": 1, "currency_time": at(10)}],
+        [{"currency": "EUR", "rate": 2, "currency_time": at(0)}],  # late: splits nothing
     ], schema=log, cdf=False)
     catalog = _lake(tmp_path, spark, _DDL + _SOURCES_DDL)
     expected = {
-        "rates_cdf": {("EUR", 1, _at(0), _at(10)), ("EUR", 2, _at(10), None)},
-        "rate_upserts": {("EUR", 2, _at(0), _at(10)), ("EUR", 1, _at(10), None)},
+        "rates_cdf": {("EUR", 1, at(0), at(10)), ("EUR", 2, at(10), None)},
+        "rate_upserts": {("EUR", 2, at(0), at(10)), ("EUR", 1, at(10), None)},
     }
     for table, view in (("rates_cdf", "cdf_history"), ("rate_upserts", "upsert_history")):
         bounded = catalog.sql(f"SELECT * FROM {table} FOR SYSTEM_TIME ALL").collect()

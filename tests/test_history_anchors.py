@@ -14,10 +14,10 @@ These need Delta's JVM classes in the session: they run in the delta-spark proce
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta
+from datetime import datetime
 
-import pyarrow as pa
 import pytest
+from _rates_history import HISTORY_VIEW_DDL, RATES_DDL, RATES_SCHEMA, at, rate
 from _scd2_merge import CURRENT, EFFECTIVE, END, ChangeStream, apply_batch, create_scd2_table
 from deltatables import write_commits
 from pyspark.sql import SparkSession
@@ -28,18 +28,6 @@ from chronolake.runtime.derived import DerivedTable
 
 pytestmark = [pytest.mark.spark, pytest.mark.lake_contract]
 
-BASE = datetime(2026, 11, 2, 9, 0)
-_RATES = pa.schema([("currency", pa.string()), ("rate", pa.int64()),
-                    ("currency_time", pa.timestamp("us")), ("op", pa.string())])
-_DDL = """
-CREATE TABLE rates (
-  currency STRING, rate BIGINT, currency_time TIMESTAMP(3),
-  WATERMARK FOR currency_time AS currency_time,
-  PRIMARY KEY (currency) NOT ENFORCED
-) WITH ('path' = 'rates', 'changelog' = 'op-column', 'changelog.op-column' = 'op');
-CREATE VIEW rates_history AS
-SELECT currency, rate, valid_from, valid_to, committed_at FROM rates FOR SYSTEM_TIME ALL;
-"""
 _STREAM = ChangeStream(key="currency", values=("rate",), time="currency_time")
 Version = tuple[int, datetime, datetime | None]
 """A history row of one key: rate, valid from (inclusive), valid to (exclusive; None: current)."""
@@ -52,60 +40,52 @@ def _needs_delta(spark: SparkSession) -> None:
                     "CHRONOLAKE_BACKEND=delta-spark (./dev test runs it so)")
 
 
-def _at(minute: int) -> datetime:
-    return BASE + timedelta(minutes=minute)
-
-
-def _rate(currency: str, rate: int, minute: int, op: str = "+U") -> dict:
-    return {"currency": currency, "rate": rate, "currency_time": _at(minute), "op": op}
-
-
 # -- keys whose histories part: two batches, worked out by hand --------------------------------
 
 _PARTING = [
-    [_rate("LATE", 100, 0, "+I"), _rate("LATE", 102, 20),
-     _rate("TIE", 300, 30, "+I"),
-     _rate("ERASE", 400, 0, "+I"), _rate("ERASE", 401, 30),
-     _rate("LATE_DELETE", 500, 0, "+I"), _rate("LATE_DELETE", 501, 20),
-     _rate("AFTER_DELETE", 600, 0, "+I"), _rate("AFTER_DELETE", 600, 20, "-D"),
-     _rate("SAME_VALUE", 800, 0, "+I")],
-    [_rate("LATE", 101, 10),  # between 0 and 20
-     _rate("TIE", 301, 30),  # a correction of the version at 30
-     _rate("ERASE", 401, 30, "-D"),  # a delete at the version's own time
-     _rate("LATE_DELETE", 500, 10, "-D"),  # before the version at 20
-     _rate("AFTER_DELETE", 601, 10),  # before the delete at 20
-     _rate("SAME_VALUE", 800, 10)],  # in order, but the rate did not change
+    [rate("LATE", 100, 0, "+I"), rate("LATE", 102, 20),
+     rate("TIE", 300, 30, "+I"),
+     rate("ERASE", 400, 0, "+I"), rate("ERASE", 401, 30),
+     rate("LATE_DELETE", 500, 0, "+I"), rate("LATE_DELETE", 501, 20),
+     rate("AFTER_DELETE", 600, 0, "+I"), rate("AFTER_DELETE", 600, 20, "-D"),
+     rate("SAME_VALUE", 800, 0, "+I")],
+    [rate("LATE", 101, 10),  # between 0 and 20
+     rate("TIE", 301, 30),  # a correction of the version at 30
+     rate("ERASE", 401, 30, "-D"),  # a delete at the version's own time
+     rate("LATE_DELETE", 500, 10, "-D"),  # before the version at 20
+     rate("AFTER_DELETE", 601, 10),  # before the delete at 20
+     rate("SAME_VALUE", 800, 10)],  # in order, but the rate did not change
 ]
 # The final history of each key: chronolake's (valid_from, valid_to) and the MERGE's
 # (effective_date, end_date, current).
 _CHRONOLAKE: dict[str, set[Version]] = {
     # the late version splits [0, 20)
-    "LATE": {(100, _at(0), _at(10)), (101, _at(10), _at(20)), (102, _at(20), None)},
+    "LATE": {(100, at(0), at(10)), (101, at(10), at(20)), (102, at(20), None)},
     # the later arrival at the same time replaces the version
-    "TIE": {(301, _at(30), None)},
+    "TIE": {(301, at(30), None)},
     # the delete at 30 erases the version from 30, and ends the one before
-    "ERASE": {(400, _at(0), _at(30))},
+    "ERASE": {(400, at(0), at(30))},
     # the delete at 10 ends the version from 0; the one from 20 is still current
-    "LATE_DELETE": {(500, _at(0), _at(10)), (501, _at(20), None)},
+    "LATE_DELETE": {(500, at(0), at(10)), (501, at(20), None)},
     # the late version is valid until the delete at 20
-    "AFTER_DELETE": {(600, _at(0), _at(10)), (601, _at(10), _at(20))},
+    "AFTER_DELETE": {(600, at(0), at(10)), (601, at(10), at(20))},
     # every change is a version, even one repeating the rate
-    "SAME_VALUE": {(800, _at(0), _at(10)), (800, _at(10), None)},
+    "SAME_VALUE": {(800, at(0), at(10)), (800, at(10), None)},
 }
 _MERGE: dict[str, set[tuple[int, datetime, datetime | None, bool]]] = {
     # appended as the current row: it closes the real current one before its start
-    "LATE": {(100, _at(0), _at(20), False), (102, _at(20), _at(10), False),
-             (101, _at(10), None, True)},
+    "LATE": {(100, at(0), at(20), False), (102, at(20), at(10), False),
+             (101, at(10), None, True)},
     # the corrected row stays, closed at its own start (an empty interval)
-    "TIE": {(300, _at(30), _at(30), False), (301, _at(30), None, True)},
+    "TIE": {(300, at(30), at(30), False), (301, at(30), None, True)},
     # the erased version stays, as an empty interval
-    "ERASE": {(400, _at(0), _at(30), False), (401, _at(30), _at(30), False)},
+    "ERASE": {(400, at(0), at(30), False), (401, at(30), at(30), False)},
     # the late delete closes the current row (before its start): the key reads as deleted
-    "LATE_DELETE": {(500, _at(0), _at(20), False), (501, _at(20), _at(10), False)},
+    "LATE_DELETE": {(500, at(0), at(20), False), (501, at(20), at(10), False)},
     # the deleted key comes back, overlapping the closed row
-    "AFTER_DELETE": {(600, _at(0), _at(20), False), (601, _at(10), None, True)},
+    "AFTER_DELETE": {(600, at(0), at(20), False), (601, at(10), None, True)},
     # the docs' "values differ" test: no new row
-    "SAME_VALUE": {(800, _at(0), None, True)},
+    "SAME_VALUE": {(800, at(0), None, True)},
 }
 
 
@@ -117,7 +97,7 @@ def _in_order(keys: int, batches: int, seed: int) -> list[list[dict]]:
     key is later than its earlier ones), with ties inside a batch, deletes (some of no live
     row), re-inserts after a delete, `-U` rows, and a new rate every change."""
     rng = random.Random(seed)
-    rate = 10_000
+    value = 10_000
     out: list[list[dict]] = []
     clock = dict.fromkeys((f"K{number}" for number in range(keys)), 0)
     alive = dict.fromkeys(clock, False)
@@ -128,8 +108,8 @@ def _in_order(keys: int, batches: int, seed: int) -> list[list[dict]]:
             for _ in range(rng.randint(0, 3)):
                 roll = rng.random()
                 op = "-D" if roll < 0.2 else "-U" if roll < 0.3 else "+U" if alive[key] else "+I"
-                rate += 1
-                batch.append(_rate(key, rate, clock[key], op))
+                value += 1
+                batch.append(rate(key, value, clock[key], op))
                 if op != "-U":
                     alive[key] = op != "-D"
                 clock[key] += rng.choice([0, 1, 1, 2])  # 0: the next change ties with this one
@@ -165,14 +145,14 @@ def fed(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
     if not delta_spark_available(spark):
         pytest.skip("Delta's JVM classes are not in this session")
     lake = tmp_path_factory.mktemp("anchors")
-    write_commits(lake / "rates", [[]], schema=_RATES, cdf=False)
+    write_commits(lake / "rates", [[]], schema=RATES_SCHEMA, cdf=False)
     catalog = Catalog(lake, spark)
-    list(catalog.run_script(_DDL))
+    list(catalog.run_script(RATES_DDL + HISTORY_VIEW_DDL))
     view = DerivedTable(catalog, "rates_history")
     scd2 = None
     after_each = []
     for commit in _COMMITS:
-        version = write_commits(lake / "rates", [commit], schema=_RATES, cdf=False)
+        version = write_commits(lake / "rates", [commit], schema=RATES_SCHEMA, cdf=False)
         view.run()
         batch = catalog.changelog("rates", version, version)
         if scd2 is None:
