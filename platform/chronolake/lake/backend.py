@@ -202,10 +202,20 @@ class LakeBackend(ABC):
 
     def version_at(self, path: LocationLike, timestamp_ms: int) -> int | None:
         """The version current at `timestamp_ms`: the last one committed at or before it
-        (Delta's `TIMESTAMP AS OF`); None before the first commit. Metadata-sized: one read of
-        the log's commits."""
-        committed = [c.version for c in self.commits(path, 0) if c.timestamp_ms <= timestamp_ms]
-        return committed[-1] if committed else None
+        (Delta's `TIMESTAMP AS OF`); None before the first commit. Log cleanup removes the
+        oldest commits: the answer is among those still logged, or `VersionGoneError` when
+        it is among the removed ones. Metadata-sized: one read of the log's commits."""
+        logged = self._read_log(path, range(self.latest_version(path) + 1))
+        committed = [v for v in sorted(logged) if logged[v].timestamp_ms <= timestamp_ms]
+        if committed:
+            return committed[-1]
+        if 0 in logged:
+            return None
+        msg = (
+            f"{path}: versions 0..{min(logged) - 1} are no longer in the Delta log (removed by "
+            "log cleanup), and the one current at that time is among them"
+        )
+        raise VersionGoneError(msg)
 
     def check_kept(self, path: LocationLike, version: int) -> None:
         """Refuse with `VersionGoneError` to read the table as of `version` when the log can
