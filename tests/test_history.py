@@ -9,19 +9,21 @@ it, a re-insert, and a late version that splits an interval across runs.
 
 from __future__ import annotations
 
+import os
 import tempfile
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from _rates_history import HISTORY_VIEW_DDL, RATES_DDL, RATES_SCHEMA, at, rate
+from deltalake import DeltaTable
 from deltatables import delete_rows, table_rows, update_rows, write_commits
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from chronolake import Catalog, DefinitionError, SourceError
+from chronolake import Catalog, DefinitionError, SourceError, VersionGoneError
 from chronolake.lake.changelog import COMMIT_VERSION
 from chronolake.runtime.derived import DerivedTable
 
@@ -400,3 +402,29 @@ def test_a_full_refresh_rebuilds_the_same_history(
     before = _versions(catalog.table("rates_history").collect())
     DerivedTable(catalog, "rates_history").run(full_refresh=True)
     assert _versions(catalog.table("rates_history").collect()) == before == _AFTER_EACH_COMMIT[-1]
+
+
+def test_time_travel_after_log_cleanup_reads_the_commits_still_logged(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A recent time reads from the commits log cleanup kept (an append-only table's snapshot
+    needs no older commit); a time whose version it removed is refused, naming them."""
+    catalog = _lake(tmp_path, spark)
+    for number in range(3):
+        write_commits(tmp_path / "orders", [[{"id": number, "currency": "EUR",
+                                              "order_time": at(number)}]],
+                      schema=_ORDERS, cdf=False)
+    times = {r["_commit_version"]: r["_commit_timestamp"]
+             for r in catalog.changelog("orders").collect()}
+    table = DeltaTable(str(tmp_path / "orders"))
+    table.create_checkpoint()
+    long_ago = (datetime.now() - timedelta(days=60)).timestamp()
+    for commit in sorted((tmp_path / "orders" / "_delta_log").glob("*.json"))[:-1]:
+        os.utime(commit, (long_ago, long_ago))
+    table.cleanup_metadata()
+    recent = catalog.sql("SELECT id FROM orders FOR SYSTEM_TIME AS OF TIMESTAMP "
+                         f"'{times[3]:%Y-%m-%d %H:%M:%S.%f}'").collect()
+    assert sorted(r["id"] for r in recent) == [0, 1, 2]
+    with pytest.raises(VersionGoneError, match=r"versions 0\.\.2 are no longer in the Delta log"):
+        catalog.sql("SELECT id FROM orders FOR SYSTEM_TIME AS OF TIMESTAMP "
+                    f"'{times[1]:%Y-%m-%d %H:%M:%S.%f}'")
