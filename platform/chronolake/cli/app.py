@@ -189,12 +189,10 @@ def sql(
     verbose: bool,
 ) -> None:
     """Run a SQL script (-f) or statements (-e) against a lake and print each query's rows."""
-    from pyspark.sql import DataFrame
     from sqlglot import exp
 
-    from chronolake.catalog import Catalog, Dropped
-    from chronolake.cli.output import print_jsonl, print_table
-    from chronolake.schema import TableSpec
+    from chronolake.catalog import Catalog
+    from chronolake.cli.results import show_result
     from chronolake.schema.dialect import Flink, parse_flink
 
     step = _step()
@@ -239,14 +237,7 @@ def sql(
         item = next(results, None)
         if item is None:
             break
-        statement, result = item
-        if isinstance(result, DataFrame):
-            (print_jsonl if output_format == "jsonl" else print_table)(result)
-        elif isinstance(result, Dropped):
-            click.echo(f"-- {result.describe()}", err=True)
-        else:
-            what = "table" if isinstance(result, TableSpec) else "view"
-            click.echo(f"-- registered {what} {statement}", err=True)
+        show_result(*item, output_format)
 
 
 LAKE_OPTION = click.option(
