@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from deltalake import Schema, write_deltalake
 from pyarrow.fs import FileSystem
 
+from chronolake.catalog.checkpoint import Checkpoint, CheckpointStore, InputPosition, RunIntent
 from chronolake.errors import RunError
 from chronolake.faults import FaultPoint, fault_point
 from chronolake.lake.appends import commit_appended, is_committed, open_or_create
@@ -31,7 +32,6 @@ from chronolake.lake.lock import run_lock
 from chronolake.lake.staging import write_staged
 from chronolake.lake.storage import Storage
 from chronolake.runtime.attempt import RunPlan, begin_writing, pass_commit_point
-from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore, InputPosition, RunIntent
 
 VIEW = "enriched"
 APP_ID = f"chronolake/{VIEW}"

@@ -64,6 +64,7 @@ from deltatables import unreferenced_files
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog, RunResult
+from chronolake.catalog.checkpoint import RUN_PREFIX, CheckpointStore
 from chronolake.demo.lake import DEMO_START, append_orders
 from chronolake.faults import RUN_FAULT_POINTS, FaultPoint
 from chronolake.lake.in_place import MARKERS, WriteMarker
@@ -74,7 +75,6 @@ from chronolake.lake.scratch import SCRATCH_PREFIXES, writer_of
 from chronolake.lake.storage import Storage
 from chronolake.location import LocationLike, as_location
 from chronolake.runtime.chain import behind, upstream_derived
-from chronolake.runtime.checkpoint import RUN_PREFIX, CheckpointStore
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.result import RunStatus
 from chronolake.sql.view_kinds import is_derived

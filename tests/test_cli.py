@@ -127,7 +127,8 @@ def test_status_fits_80_columns_with_full_names(lake: Path) -> None:
     assert max(len(line.rstrip()) for line in lines) <= 80
     assert "orders_for_the_finance_team " in result.output  # on one line when it fits
     width = lines[0].index("kind")  # a longer name is folded in its column, not cut
-    column = "".join(line[:width].strip() for line in lines[2:-1])
+    assert lines[-2].startswith("source watermarks: orders from file statistics")
+    column = "".join(line[:width].strip() for line in lines[2:-2])
     assert column == "".join(catalog.names())
 
 
@@ -147,9 +148,11 @@ def test_status_json_is_one_object_per_table(lake: Path) -> None:
     rows = [json.loads(line) for line in result.output.splitlines()]
     assert [row["name"] for row in rows] == Catalog(lake).names()
     orders = next(row for row in rows if row["name"] == "orders")
+    assert orders.pop("lag_seconds") > 0
     assert orders == {
         "name": "orders", "what": "table", "kind": "versioned", "rowtime": "order_time",
-        "watermark": None, "pending_rows": None, "last_run": None, "last_run_at": None,
+        "watermark": "2026-11-02T09:59:54.808000Z", "watermark_from": "file statistics",
+        "pending_rows": None, "last_run": None, "last_run_at": None,
         "last_error": None, "last_error_at": None,
     }
 

@@ -37,13 +37,13 @@ from _crash import (
 from pyspark.sql import DataFrame, SparkSession
 
 from chronolake import Catalog, RunResult
+from chronolake.catalog.checkpoint import Checkpoint
 from chronolake.errors import RunError, RunLockedError
 from chronolake.faults import RUN_FAULT_POINTS, FaultPoint
 from chronolake.lake import DeltaRsBackend, backend_for
 from chronolake.lake.layout import lock_dir, output_path
 from chronolake.lake.lock import LEASE_TTL_S, RENEW_EVERY_S, Lease, lease_name, run_lock
 from chronolake.lake.scratch import Writer
-from chronolake.runtime.checkpoint import Checkpoint
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.result import RunStatus
 

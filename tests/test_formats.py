@@ -17,8 +17,8 @@ from pyspark.sql import SparkSession
 
 from chronolake import Catalog, DefinitionError
 from chronolake.catalog import CatalogEntry
+from chronolake.catalog.checkpoint import Checkpoint, CheckpointStore
 from chronolake.lake.layout import output_path
-from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.result import RunStatus
 from chronolake.schema.persisted import Persisted

@@ -14,10 +14,10 @@ from deltatables import delete_rows, table_rows, update_rows, write_commits
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog
+from chronolake.catalog.checkpoint import ReadPhase, RunIntent
 from chronolake.faults import FaultPoint
 from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_VERSION, ROW_KIND
 from chronolake.location import LocationLike
-from chronolake.runtime.checkpoint import ReadPhase, RunIntent
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.inputs import (
     assign_watermarks,

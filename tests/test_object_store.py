@@ -33,6 +33,7 @@ from pyarrow.fs import FileSystem
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog
+from chronolake.catalog.checkpoint import CheckpointStore
 from chronolake.cli.app import main as cli
 from chronolake.dagster import (
     LakeResource,
@@ -49,7 +50,6 @@ from chronolake.lake.lock import LEASE_TTL_S, lease_name
 from chronolake.lake.scratch import STAGING_PREFIX
 from chronolake.lake.staging import write_staged
 from chronolake.lake.storage import Storage, missing
-from chronolake.runtime.checkpoint import CheckpointStore
 from ops import JOBS, sensors
 
 REPO = Path(__file__).resolve().parents[1]

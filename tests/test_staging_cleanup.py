@@ -32,6 +32,7 @@ from deltatables import unreferenced_files
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog
+from chronolake.catalog.checkpoint import Checkpoint, CheckpointStore
 from chronolake.errors import SourceError
 from chronolake.faults import FaultPoint
 from chronolake.lake import DeltaRsBackend, backend_for
@@ -46,7 +47,6 @@ from chronolake.lake.scratch import (
 )
 from chronolake.lake.staging import write_staged
 from chronolake.lake.storage import Storage
-from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.result import RunStatus
 

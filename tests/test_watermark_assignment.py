@@ -21,10 +21,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, TimestampNTZType
 
+from chronolake.catalog.checkpoint import InputPosition
 from chronolake.dagster.spark_jobs import counted_stage
 from chronolake.errors import DefinitionError, RunError
 from chronolake.lake import ARRIVAL_ORDER, COMMIT_TIMESTAMP, backend_for
-from chronolake.runtime.checkpoint import InputPosition
 from chronolake.runtime.inputs import ChangelogRead, assign_all
 from chronolake.schema import (
     ComputedColumn,

@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from chronolake.catalog.complete_as_of import AsOf
 from chronolake.catalog.entry import CatalogEntry, Dropped, Spec
 from chronolake.catalog.inputs import operator_inputs, registrations_read
+from chronolake.catalog.inspection import Shown, answer
 from chronolake.catalog.query import QuerySession
 from chronolake.catalog.registry import Registry
 from chronolake.catalog.removal import has_view_data
@@ -37,6 +38,7 @@ from chronolake.sql.existing import (
     unknown_error,
     wrong_kind_error,
 )
+from chronolake.sql.inspection import InspectionStatement
 from chronolake.sql.operator_plan import StoredPlan, bind_plan, refuse_plain
 
 
@@ -81,7 +83,7 @@ class Catalog:
 
     # -- declaring -------------------------------------------------------------------------
 
-    def execute(self, statement: str) -> Spec | Dropped | DataFrame:
+    def execute(self, statement: str) -> Spec | Dropped | DataFrame | Shown:
         """Run one statement: DDL registers a table or view (a DROP returns what it removed); a
         query returns its DataFrame."""
         results = list(self.run_script(statement))
@@ -93,10 +95,11 @@ class Catalog:
         return results[0][1]
 
     def run_script(self, script: str, *, complete_as_of: AsOf | None = None
-                   ) -> Iterator[tuple[str, Spec | Dropped | DataFrame]]:
+                   ) -> Iterator[tuple[str, Spec | Dropped | DataFrame | Shown]]:
         """Run a script's statements in order, yielding (statement text, result) for each:
-        the spec registered, what a DROP removed, or a query's rows (read complete as of
-        `complete_as_of` when given: `sql`).
+        the spec registered, what a DROP removed, a query's rows (read complete as of
+        `complete_as_of` when given: `sql`), or what SHOW, DESCRIBE or EXPLAIN shows
+        (`chronolake.catalog.inspection`: a small DataFrame, or `Shown` text).
 
         The whole script is checked first, so an error anywhere (a syntax error, an unknown
         name, a DROP of a table views read) changes nothing.
@@ -106,6 +109,8 @@ class Catalog:
                 yield statement.sql, self.sql(statement.sql, complete_as_of=complete_as_of)
             elif isinstance(statement, DropStatement):
                 yield statement.name, self._drop_statement(statement)
+            elif isinstance(statement, InspectionStatement):
+                yield _inspected(statement), answer(self, statement)
             else:
                 yield statement.name, self.register(statement)
 
@@ -113,18 +118,20 @@ class Catalog:
         """Apply a DDL script's CREATE and DROP statements (no Spark needed) and return the
         specs registered; queries are refused."""
         statements = self._parse(script)
-        queries = [s.sql for s in statements if isinstance(s, QueryStatement)]
+        queries = [_inspected(s) for s in statements
+                   if isinstance(s, QueryStatement | InspectionStatement)]
         if queries:
             raise DefinitionError(
                 f"declare() takes CREATE / DROP TABLE / VIEW only, got a query: "
-                f"{queries[0][:60]!r}; run queries with sql()"
+                f"{queries[0][:60]!r}; run queries and SHOW / DESCRIBE / EXPLAIN with "
+                "run_script()"
             )
         registered = []
         for statement in statements:
             if isinstance(statement, DropStatement):
                 replaced_by = self._drop_statement(statement).replaced_by
                 registered += [replaced_by] if replaced_by else []
-            elif not isinstance(statement, QueryStatement):
+            elif isinstance(statement, TableSpec | ViewSpec):
                 registered.append(self.register(statement))
         return registered
 
@@ -291,3 +298,7 @@ class Catalog:
         if stored is not None:
             check_stored_types(spec, stored)
 
+
+def _inspected(statement: QueryStatement | InspectionStatement) -> str:
+    """A query's or an inspection's text, as `run_script` yields it."""
+    return statement.sql if isinstance(statement, QueryStatement) else statement.written

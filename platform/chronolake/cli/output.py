@@ -67,24 +67,32 @@ def print_run(result: RunResult) -> None:
 
 
 def print_status(rows: list[TableStatus], backend: str) -> None:
-    """`chronolake status` for people: full names, times on two lines so that the table fits
-    80 columns; the error of each view whose last run failed, below the table; last, the lake
-    backend a run here uses (`backend`)."""
+    """`chronolake status` for people: full names, times on two lines (a watermark's lag behind
+    the clock on a third) so that the table fits 80 columns, `held` the rows pending in state;
+    below the table, where each source's watermark was read and the error of each view whose
+    last run failed; last, the lake backend a run here uses (`backend`)."""
     console = Console()
     table = Table(box=box.SIMPLE_HEAD, padding=0, show_edge=False)
-    for header in ("name", "kind", "rowtime", "watermark", "pending", "last run"):
+    for header in ("name", "kind", "rowtime", "watermark", "held", "last run"):
         table.add_column(
-            header, overflow="fold", justify="right" if header == "pending" else "left"
+            header, overflow="fold", justify="right" if header == "held" else "left"
         )
     for row in rows:
         last = "" if row.last_run is None else f"{_time(row.last_run_at)} #{row.last_run}"
         if row.last_error is not None:
             last = f"{last}\n[red]failed[/]".lstrip()
+        watermark = _time(row.watermark, ms=True)
+        if row.lag_seconds is not None:
+            watermark += f"\nlag {_duration(row.lag_seconds)}"
         table.add_row(
-            row.name, f"{row.kind}\n{row.what}", row.rowtime or "", _time(row.watermark, ms=True),
+            row.name, f"{row.kind}\n{row.what}", row.rowtime or "", watermark,
             "" if row.pending_rows is None else str(row.pending_rows), last,
         )
     console.print(table)
+    sources = [f"{row.name} from {row.watermark_from}" for row in rows
+               if row.what == "table" and row.watermark_from is not None]
+    if sources:
+        console.print(f"source watermarks: {'; '.join(sources)}", highlight=False)
     for row in rows:
         if row.last_error is not None:
             console.print(
@@ -143,6 +151,17 @@ def _time(at: datetime | None, *, ms: bool = False, sep: str = "\n") -> str:
         return ""
     text = f"{at:%Y-%m-%d}{sep}{at:%H:%M:%S.%f}"
     return text[:-3] if ms else text[:-7]
+
+
+def _duration(seconds: float) -> str:
+    """A lag as a person reads it: `3d 4h`, `2h 05m`, `4m 10s`, `12s` (negative: ahead)."""
+    sign, left = ("-" if seconds < 0 else ""), int(abs(seconds))
+    days, hours, minutes = left // 86_400, left // 3_600 % 24, left // 60 % 60
+    if days:
+        return f"{sign}{days}d {hours}h"
+    if hours:
+        return f"{sign}{hours}h {minutes:02d}m"
+    return f"{sign}{minutes}m {left % 60:02d}s" if minutes else f"{sign}{left % 60}s"
 
 
 def _instant(epoch_ms: int) -> str:

@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from chronolake.catalog import load_entries
+from chronolake.catalog.checkpoint import CheckpointStore
+from chronolake.catalog.watermarks import current_watermarks
 from chronolake.lake.layout import output_path
-from chronolake.lake.stamps import stamped_watermark
 from chronolake.lake.tables import is_table, latest_commits
 from chronolake.location import Location, LocationLike, as_location
-from chronolake.runtime.checkpoint import CheckpointStore
 from chronolake.runtime.last_error import last_failure
 
 
@@ -25,7 +25,16 @@ class TableStatus(BaseModel):
     what: str = Field(..., description="table or view.")
     kind: str = Field(..., description="versioned or regular.")
     rowtime: str | None = Field(..., description="The time attribute, if any.")
-    watermark: datetime | None = Field(None, description="The output watermark (UTC).")
+    watermark: datetime | None = Field(
+        None, description="A view's output watermark, a source's current watermark (UTC)."
+    )
+    watermark_from: str | None = Field(
+        None, description="Where the watermark was read: 'its last run' (a view), 'file "
+        "statistics' or 'last run of view <name>' (a source; `chronolake.catalog.watermarks`).",
+    )
+    lag_seconds: float | None = Field(
+        None, description="How far the watermark is behind the clock now, in seconds."
+    )
     pending_rows: int | None = Field(None, description="Rows held for a later watermark.")
     last_run: int | None = Field(
         None, description="The last committed run (a recomputed view: its output version)."
@@ -35,13 +44,21 @@ class TableStatus(BaseModel):
     last_error_at: datetime | None = Field(None, description="When that run failed (UTC).")
 
 
-def lake_status(root: LocationLike) -> list[TableStatus]:
-    """Every table and view of the lake, with where each view's last run left it."""
+def lake_status(root: LocationLike, *, now: datetime | None = None) -> list[TableStatus]:
+    """Every table and view of the lake, with its watermark and its lag behind `now` (the
+    clock's time by default), and where each view's last run left it."""
+    now = now or datetime.now(tz=UTC)
+    entries = load_entries(root)
+    watermarks = current_watermarks(as_location(root), entries)
     rows: list[TableStatus] = []
-    for name, entry in load_entries(root).items():
+    for name, entry in entries.items():
         spec = entry.spec
-        row = TableStatus(name=spec.name, what=entry.kind, kind=spec.kind.value,
-                          rowtime=spec.rowtime)
+        watermark = _instant(watermarks[name].watermark_ms)
+        row = TableStatus(
+            name=spec.name, what=entry.kind, kind=spec.kind.value, rowtime=spec.rowtime,
+            watermark=watermark, watermark_from=watermarks[name].watermark_from,
+            lag_seconds=None if watermark is None else (now - watermark).total_seconds(),
+        )
         if entry.kind == "view":
             row = row.model_copy(update=_view_status(as_location(root), name))
         rows.append(row)
@@ -55,7 +72,6 @@ def _view_status(root: Location, name: str) -> dict[str, object]:
     output = output_path(root, name)
     if is_table(output):
         [commit] = latest_commits(output, 1)
-        fields["watermark"] = _instant(stamped_watermark(commit))
         fields["last_run"] = commit.get("version")
         fields["last_run_at"] = _instant(commit.get("timestamp"))
     checkpoint = CheckpointStore.of(root, name).latest()

@@ -31,11 +31,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from chronolake.catalog import Catalog
+from chronolake.catalog.checkpoint import CheckpointStore
 from chronolake.dagster.resources import LakeResource
 from chronolake.lake.changelog import COMMIT_TIMESTAMP
 from chronolake.lake.tables import column_minimum
 from chronolake.location import Location
-from chronolake.runtime.checkpoint import CheckpointStore
 from chronolake.runtime.result import RunResult
 from chronolake.runtime.stored import STATE_PREFIX
 from chronolake.runtime.window_operator import OPEN_ROLE

@@ -12,7 +12,7 @@ process any more) or has not renewed it for `LEASE_TTL_S` (another host's, which
 cannot be checked). A takeover can race with another, or with a holder that was only
 frozen; that is safe, because the lease only spares work: what makes a run exactly
 once is its commit point, which two runs cannot both pass
-(`chronolake.runtime.checkpoint`).
+(`chronolake.catalog.checkpoint`).
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ the table; those of the files (rows, values) from delta-rs's snapshot of them.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
@@ -112,3 +114,27 @@ def column_minimum(path: LocationLike, column: str) -> object | None:
     # One minimum per batch of a single column: the loop is over batches, not rows.
     minima = [pc.min(batch.column(0)).as_py() for batch in batches]
     return min((value for value in minima if value is not None), default=None)
+
+
+def column_maximum_ms(path: LocationLike, column: str) -> int | None:
+    """The largest value of timestamp `column` (a path: `event.log_ts`) in the latest version,
+    in epoch ms, from the log's per-file statistics (Delta's `maxValues`) alone: no Spark, no
+    data file read. None when a file holding values of it logged no statistics of it, or the
+    table has no value. A timestamp without time zone is read as UTC, as Flink does; a file
+    whose rows a deletion vector deleted still counts, so this may run ahead of the rows."""
+    # One statistic per active file: metadata-sized.
+    actions = pa.table(_table(path).get_add_actions(flatten=True))
+    maximum, nulls = f"max.{column}", f"null_count.{column}"
+    if maximum not in actions.column_names:
+        return None
+    values, counts = actions[maximum].to_pylist(), actions["num_records"].to_pylist()
+    null_counts = (actions[nulls].to_pylist() if nulls in actions.column_names
+                   else [None] * len(values))
+    if any(value is None and null_count != count
+           for value, count, null_count in zip(values, counts, null_counts, strict=True)):
+        return None
+    found = [value for value in values if value is not None]
+    if not found or not all(isinstance(value, datetime) for value in found):
+        return None
+    latest = max(value if value.tzinfo else value.replace(tzinfo=UTC) for value in found)
+    return (latest - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)

@@ -9,7 +9,7 @@ rebuilds one from scratch; each reports a `RunResult`.
 
 from __future__ import annotations
 
-from chronolake.runtime.checkpoint import (
+from chronolake.catalog.checkpoint import (
     Checkpoint,
     CheckpointStore,
     InputPosition,

@@ -2,7 +2,7 @@
 
 Two attempts at the same run can overlap: a run on another host, or a run that froze
 while another took its lease over. Neither rests on a lock to stay exactly once; each
-passes two put-if-absent writes (`chronolake.runtime.checkpoint`):
+passes two put-if-absent writes (`chronolake.catalog.checkpoint`):
 
 - `begin_writing`, before its first write: the first intent recorded for run `n` binds
   every attempt at it, so an attempt that planned other input versions stops here;
@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from uuid import uuid4
 
+from chronolake.catalog.checkpoint import Checkpoint, CheckpointStore, RunIntent
 from chronolake.errors import RunError
-from chronolake.runtime.checkpoint import Checkpoint, CheckpointStore, RunIntent
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ A run reads each input's commits since the checkpoint, assigns their
 watermarks, hands the rows to the view's operator (a temporal join, a window
 aggregate or Top-N, a deduplication or an interval join:
 `chronolake.runtime.operators`), and commits output, late rows, state and
-checkpoint exactly once (see `chronolake.runtime.checkpoint` for the
+checkpoint exactly once (see `chronolake.catalog.checkpoint` for the
 protocol). Rows the watermark has not reached stay in state; the next run
 takes them back. Results already emitted are never revised.
 
@@ -23,6 +23,13 @@ from dataclasses import replace
 from pyspark.sql import DataFrame
 
 from chronolake.catalog import Catalog
+from chronolake.catalog.checkpoint import (
+    Checkpoint,
+    CheckpointStore,
+    InputPosition,
+    ReadPhase,
+    RunIntent,
+)
 from chronolake.clock import Clock, WallClock
 from chronolake.errors import ChronolakeError, DefinitionError, RunError
 from chronolake.faults import FaultPoint, fault_point
@@ -34,13 +41,6 @@ from chronolake.lake.stamps import input_versions_stamp, watermark_stamp
 from chronolake.lake.upserts import final_rows
 from chronolake.location import Location
 from chronolake.runtime.attempt import RunPlan, begin_writing, pass_commit_point
-from chronolake.runtime.checkpoint import (
-    Checkpoint,
-    CheckpointStore,
-    InputPosition,
-    ReadPhase,
-    RunIntent,
-)
 from chronolake.runtime.figures import run_figures
 from chronolake.runtime.inputs import (
     ChangelogRead,

@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from chronolake.catalog import Catalog
+from chronolake.catalog.checkpoint import InputPosition, ReadPhase
 from chronolake.catalog.relations import through_view_rows, with_declared_columns
 from chronolake.errors import SourceError
 from chronolake.lake import read_table_arrivals
@@ -40,7 +41,6 @@ from chronolake.lake.changelog import (
 )
 from chronolake.lake.stamps import recorded_watermarks
 from chronolake.lake.tables import partition_columns
-from chronolake.runtime.checkpoint import InputPosition, ReadPhase
 from chronolake.runtime.reuse import reused
 from chronolake.runtime.source_checks import (
     check_columns,

@@ -16,9 +16,9 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from chronolake.catalog.checkpoint import Checkpoint
 from chronolake.clock import Clock
 from chronolake.lake.changelog import COMMIT_VERSION, POSITION, ROW_KIND, RowKind
-from chronolake.runtime.checkpoint import Checkpoint
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.result import TickReport
 from chronolake.runtime.tally import Tally

@@ -3,7 +3,7 @@
 A full refresh is the fix for what an incremental run cannot apply: a source
 rewritten by OVERWRITE, versions vacuumed since the checkpoint, a changed
 column type or a changed view. It is one run of the ordinary exactly-once
-protocol (`chronolake.runtime.checkpoint`) whose intent says "from scratch":
+protocol (`chronolake.catalog.checkpoint`) whose intent says "from scratch":
 every input is read from the beginning (from its last OVERWRITE; from a
 snapshot of its latest version when older changes are gone), without state,
 and output, late rows and history are replaced, one Delta overwrite commit

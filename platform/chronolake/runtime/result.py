@@ -6,7 +6,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from chronolake.runtime.checkpoint import ReadPhase
+from chronolake.catalog.checkpoint import ReadPhase
 from chronolake.runtime.figures import RunFigures
 
 

@@ -35,8 +35,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from chronolake.alignment.schedule import SourceBacklog, TickSchedule, schedule_ticks
 from chronolake.alignment.settings import AlignmentSettings
+from chronolake.catalog.checkpoint import Checkpoint, InputPosition
 from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_VERSION
-from chronolake.runtime.checkpoint import Checkpoint, InputPosition
 from chronolake.runtime.figures import LEVEL_FIGURES
 from chronolake.runtime.inputs import InputRead, combined_watermark
 from chronolake.runtime.operator import Operator, RunContext, Step

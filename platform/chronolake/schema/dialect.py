@@ -91,12 +91,20 @@ class Flink(Dialect):
             "WATERMARK": lambda self: self._parse_watermark(),
         }
         SCHEMA_UNNAMED_CONSTRAINTS = {*parser.Parser.SCHEMA_UNNAMED_CONSTRAINTS, "WATERMARK"}
+        ANSWERED_COMMANDS = ("SHOW", "EXPLAIN")
+        """Statements sqlglot keeps as a Command and chronolake answers itself
+        (`chronolake.sql.inspection`): no warning that their syntax is unsupported."""
         PRIMARY_PARSERS = {
             **parser.Parser.PRIMARY_PARSERS,
             TokenType.STRING: lambda self, token: self._parse_string_or_bare_interval(token),
         }
 
         _bare_intervals = False
+
+        def _warn_unsupported(self) -> None:
+            if self._tokens and self._tokens[0].text.upper() in self.ANSWERED_COMMANDS:
+                return
+            super()._warn_unsupported()
 
         def _parse_metadata(self) -> MetadataColumnConstraint:
             key = self._parse_string() if self._match(TokenType.FROM) else None

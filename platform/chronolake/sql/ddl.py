@@ -34,6 +34,7 @@ from chronolake.sql.existing import (
     unknown_error,
     wrong_kind_error,
 )
+from chronolake.sql.inspection import InspectionStatement, inspection_statement
 from chronolake.sql.views import view_spec
 
 
@@ -61,7 +62,7 @@ class DropStatement(BaseModel):
     replaced_by: Spec | None = Field(None, description="The new definition of a replacement.")
 
 
-Statement = TableSpec | ViewSpec | QueryStatement | DropStatement
+Statement = TableSpec | ViewSpec | QueryStatement | DropStatement | InspectionStatement
 SpecT = TypeVar("SpecT", TableSpec, ViewSpec)
 
 
@@ -71,7 +72,8 @@ def parse_statements(
     catalog: Mapping[str, Spec] | None = None,
     droppable: Collection[str] = (),
 ) -> list[Statement]:
-    """Parse a `;`-separated script into specs, drops and queries, one per statement, in order.
+    """Parse a `;`-separated script into specs, drops, queries and the statements that inspect
+    the catalog (`chronolake.sql.inspection`), one per statement, in order.
 
     `catalog` holds the tables and views already known; a view may read those and
     the tables declared before it in the script. `droppable` names registrations
@@ -95,6 +97,10 @@ def parse_statements(
             statements.append(drop)
         elif isinstance(node, exp.Create):
             statements.append(_create(node, known))
+        elif inspection := inspection_statement(
+            node, {name: _kind(spec) for name, spec in known.items()}
+        ):
+            statements.append(inspection)
         else:
             statements.append(QueryStatement(sql=canonical_sql(node)))
     return statements

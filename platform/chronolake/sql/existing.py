@@ -71,12 +71,20 @@ def readers_error(name: str, kind: Kind, readers: list[str], *, replacing: bool 
     return DefinitionError(msg)
 
 
-def unknown_error(name: str, kind: Kind | None, known: Iterable[str]) -> UnknownNameError:
-    """DROP of a name nothing is registered under, with the closest registered name."""
+def unknown_error(
+    name: str, kind: Kind | None, known: Iterable[str], *, statement: str | None = None
+) -> UnknownNameError:
+    """DROP (or `statement`, e.g. `DESCRIBE`) of a name nothing is registered under, with the
+    closest registered name."""
     names = sorted(set(known))
     what = kind or "table or view"
     close = difflib.get_close_matches(name.lower(), [n.lower() for n in names], n=1)
     hint = f"did you mean {close[0]!r}?" if close else f"registered: {', '.join(names) or 'none'}"
+    if statement is not None:
+        return UnknownNameError(
+            f"{statement} {name}: no {what} {name!r} is registered; {hint} (SHOW TABLES lists "
+            "them)"
+        )
     keyword = (kind or "view").upper()
     msg = (
         f"cannot drop {what} {name!r}: no such {what} is registered; {hint} "

@@ -48,6 +48,8 @@ class Operation:
     plan_type: type[OperatorPlan] | None
     figures: tuple[str, ...] = ()
     """The figures its runs count besides every run's (`runtime.figures.COMMON_FIGURES`)."""
+    state: str = "none: computed as a whole on read"
+    """What its operator keeps in state between runs, in one line (`EXPLAIN` shows it)."""
 
 
 _WINDOW_FIGURES = ("retractions_in", "windows_fired", "open_windows")
@@ -60,26 +62,28 @@ TEMPORAL_JOIN = Operation(
     lambda view, inputs: plan_temporal_join(view.query, inputs), TemporalJoinPlan,
     ("probe_rows_in", "build_rows_in", "late_probe_rows", "late_build_rows",
      "emitted_probe_rows", "unmatched_rows"),
+    "probe rows waiting for the watermark; per key, the build versions newer than the "
+    "watermark and the latest at or below it; every build event in a history table",
 )
 WINDOW_TOP_N = Operation(
     ViewKind.WINDOW_AGGREGATE, "window Top-N",
     "ranks each window's rows and keeps the top ones once the watermark closes it",
     lambda view: is_window_rank(view.query),
     lambda view, inputs: plan_window_rank(view.query, inputs), WindowRankPlan,
-    _WINDOW_FIGURES,
+    _WINDOW_FIGURES, "the rows of each window still open (role `open`)",
 )
 WINDOW_AGGREGATE = Operation(
     ViewKind.WINDOW_AGGREGATE, "window aggregate",
     "aggregates each window's rows once the watermark closes it",
     lambda view: is_window_aggregate(view.query),
     lambda view, inputs: plan_window_aggregate(view.query, inputs), WindowPlan,
-    _WINDOW_FIGURES,
+    _WINDOW_FIGURES, "the rows of each window still open (role `open`)",
 )
 DEDUPLICATION = Operation(
     ViewKind.DEDUPLICATION, "deduplication",
     "keeps the first or last row of each key, as a changelog",
     lambda view: view.deduplication is not None, plan_deduplication, DeduplicationPlan,
-    ("outdated_rows",),
+    ("outdated_rows",), "the row each key keeps (role `kept`)",
 )
 INTERVAL_JOIN = Operation(
     ViewKind.INTERVAL_JOIN, "interval join",
@@ -89,6 +93,7 @@ INTERVAL_JOIN = Operation(
     IntervalJoinPlan,
     ("left_rows_in", "right_rows_in", "matched_pairs", "padded_rows", "closed_on_arrival_rows",
      "left_state_rows", "right_state_rows"),
+    "each input's rows whose join interval is still open (roles `left` and `right`)",
 )
 HISTORY = Operation(
     ViewKind.HISTORY, "history",
@@ -96,6 +101,7 @@ HISTORY = Operation(
     "(FOR SYSTEM_TIME ALL)",
     lambda view: history_read(view.query) is not None, plan_history, HistoryPlan,
     ("versions_in", "touched_keys"),
+    "every version event of the table in a history table, scanned for the keys a run touches",
 )
 PLAIN = Operation(
     ViewKind.PLAIN, "plain view",
