@@ -421,8 +421,8 @@ def run(
     "per line (times in ISO 8601, UTC).",
 )
 def status(lake: LocationLike, output_format: str) -> None:
-    """Show every table and view: kind, rowtime, watermark, pending rows, last run and, when
-    it failed, its error."""
+    """Show every table and view: kind, rowtime, watermark (a source's too) and its lag, pending
+    rows, last run and, when it failed, its error."""
     from chronolake.cli.output import print_status, print_status_json
     from chronolake.cli.status import lake_status
     from chronolake.spark.stack import backend_in_use
