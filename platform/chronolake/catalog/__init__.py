@@ -1,7 +1,9 @@
 """The catalog tier: what is declared in a lake (`Registry`: tables and views persisted under
 `_chronolake/catalog/`), what a query's names resolve to (`inputs`), queries over them as
-Spark frames (`QuerySession`), a declared table as a Spark relation, and the removal of a
-view's data. `Catalog` is the face over all of them. It sits above the planners (`sql`,
+Spark frames (`QuerySession`), a declared table as a Spark relation, the removal of a
+view's data, the runs' checkpoints (`checkpoint`: written by the runs, read here too) and
+where each table's watermark stands (`watermarks`), and the answers to SHOW, DESCRIBE and
+EXPLAIN (`inspection`). `Catalog` is the face over all of them. It sits above the planners (`sql`,
 `joins`, `windows`) and below the runs."""
 
 from chronolake.catalog.catalog import Catalog
