@@ -19,7 +19,6 @@ in Spark SQL as written; at least one must be an equality between the two tables
 from __future__ import annotations
 
 from collections.abc import Mapping
-from decimal import Decimal, InvalidOperation
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
@@ -27,6 +26,7 @@ from sqlglot import exp
 from chronolake.errors import DefinitionError, UnknownNameError
 from chronolake.schema import StartupMode, TableSpec, ViewSpec
 from chronolake.schema.dialect import canonical_sql, spark_sql
+from chronolake.schema.intervals import interval_millis, whole_millis
 from chronolake.schema.join_kind import JoinKind
 from chronolake.schema.options import ChangelogMode
 from chronolake.sql._names import relation_name
@@ -46,8 +46,6 @@ _COMPARISONS = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ)
 _MIRRORED: dict[type[exp.Expr], type[exp.Expr]] = {
     exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE, exp.EQ: exp.EQ,
 }
-_UNIT_MS = {"MILLISECOND": 1, "SECOND": 1_000, "MINUTE": 60_000, "HOUR": 3_600_000,
-            "DAY": 86_400_000}
 _EXAMPLE = "a.t BETWEEN b.t - INTERVAL '5' SECOND AND b.t + INTERVAL '6' SECOND"
 
 
@@ -294,23 +292,15 @@ def _offset_ms(node: exp.Expr, where_: str, written: str) -> int:
 
 
 def _interval_ms(node: exp.Interval, where_: str, written: str) -> int:
-    unit = node.args.get("unit")
-    name = unit.name.upper().removesuffix("S") if isinstance(unit, exp.Var) else ""
-    value, sign = node.this, 1
-    if isinstance(value, exp.Neg):
-        value, sign = value.this, -1
-    try:
-        millis = sign * Decimal(value.name) * _UNIT_MS[name]
-    except (InvalidOperation, KeyError):
-        millis = Decimal("NaN")
-    if not millis.is_finite() or millis != millis.to_integral_value():
+    millis = whole_millis(interval_millis(node))
+    if millis is None:
         msg = (
             f"{where_}: the time bound {written} adds {canonical_sql(node)}; an interval join "
             "bound is a whole number of milliseconds in one unit (SECOND, MINUTE, HOUR or DAY), "
             "e.g. INTERVAL '5' SECOND"
         )
         raise DefinitionError(msg)
-    return int(millis)
+    return millis
 
 
 def _bounds(bounds: list[tuple[exp.Expr, str]], where_: str) -> tuple[int, int]:

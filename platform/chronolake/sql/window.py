@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator, Mapping
-from decimal import Decimal, InvalidOperation
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
@@ -53,6 +52,7 @@ from chronolake.schema.dialect import (
     row_field_type,
     spark_sql,
 )
+from chronolake.schema.intervals import interval_millis, whole_millis
 from chronolake.schema.windows import (
     WINDOW_COLUMNS,
     WINDOW_END,
@@ -64,7 +64,6 @@ from chronolake.sql._names import lookup, relation_name
 from chronolake.sql.query import parse_query
 
 _WINDOW_FUNCTIONS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
-_UNIT_MS = {"SECOND": 1_000, "MINUTE": 60_000, "HOUR": 3_600_000, "DAY": 86_400_000}
 _OTHER_CLAUSES = {
     "joins": "a JOIN", "order": "ORDER BY", "limit": "LIMIT", "offset": "OFFSET",
     "distinct": "SELECT DISTINCT", "qualify": "QUALIFY", "windows": "a WINDOW clause",
@@ -342,29 +341,22 @@ def _interval_ms(node: exp.Expr, written: str, *, kind: WindowKind, what: str) -
             f"[, datetime interval])'; write the {what} as an interval, e.g. {example}"
         )
         raise DefinitionError(msg)
-    unit = interval.args.get("unit")
-    name = unit.name.upper().removesuffix("S") if isinstance(unit, exp.Var) else ""
-    value = interval.this
-    if isinstance(value, exp.Neg):
-        sign, value = -sign, value.this
-    if name not in _UNIT_MS or not isinstance(value, exp.Literal):
+    exact = interval_millis(interval)
+    if exact is None:
         msg = (
             f"{written}: the window {what} must be a day-time interval with one unit "
             f"(SECOND, MINUTE, HOUR or DAY), e.g. {example}; got {canonical_sql(node)}"
         )
         raise DefinitionError(msg)
-    try:
-        millis = sign * Decimal(value.name) * _UNIT_MS[name]
-    except InvalidOperation:
-        millis = Decimal("NaN")
-    if not millis.is_finite() or millis != millis.to_integral_value():
+    millis = whole_millis(sign * exact)
+    if millis is None:
         kind_of = "whole" if what == "offset" else "positive whole"
         msg = (
             f"{written}: the window {what} {canonical_sql(node)} must be a {kind_of} "
             f"number of milliseconds, e.g. {example}"
         )
         raise DefinitionError(msg)
-    return int(millis)
+    return millis
 
 
 def _time_column(source: TableSpec, descriptor: exp.Expr, written: str) -> str:

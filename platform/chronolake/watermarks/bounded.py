@@ -9,15 +9,11 @@ other strategy needs Spark on the rows, and is not evaluated (None).
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
-
 from sqlglot import exp
 
 from chronolake.schema import WatermarkSpec
 from chronolake.schema.dialect import canonical_sql, parse_expression
-
-_UNIT_MS = {"MILLISECOND": 1, "SECOND": 1_000, "MINUTE": 60_000, "HOUR": 3_600_000,
-            "DAY": 86_400_000}
+from chronolake.schema.intervals import interval_millis, whole_millis
 
 
 def bounded_watermark(watermark: WatermarkSpec, max_rowtime_ms: int) -> int | None:
@@ -43,13 +39,5 @@ def _offset_ms(node: exp.Expr, rowtime: str) -> int | None:
 
 
 def _interval_ms(node: exp.Expr) -> int | None:
-    """`INTERVAL 'n' UNIT` in milliseconds; None for anything else."""
-    if not isinstance(node, exp.Interval):
-        return None
-    unit = node.args.get("unit")
-    name = unit.name.upper().removesuffix("S") if isinstance(unit, exp.Var) else ""
-    try:
-        millis = Decimal(node.this.name) * _UNIT_MS[name]
-    except (InvalidOperation, KeyError):
-        return None
-    return int(millis) if millis == millis.to_integral_value() else None
+    """`INTERVAL 'n' UNIT` in whole milliseconds; None for anything else."""
+    return whole_millis(interval_millis(node)) if isinstance(node, exp.Interval) else None
