@@ -1,7 +1,8 @@
-"""`CURRENT_WATERMARK(rowtime)` (issue 22, item 6): the watermark a run's input holds at its
-start, NULL before the first; Flink's idiom for separating late rows, in a plain view that
-feeds a window view and in a window view's WHERE; ad-hoc queries see what a table holds now;
-the argument must be a rowtime attribute."""
+"""`CURRENT_WATERMARK(rowtime)` (issue 22, item 6; per row since issue 44, item 4): the
+watermark in force when a row arrived, NULL before the first; Flink's idiom for separating
+late rows, in a plain view that feeds a window view and in a window view's WHERE, and in
+ad-hoc queries; the argument must be a rowtime attribute (`test_current_watermark_rows`
+holds the per-commit and per-tick cases)."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def late_keys(spark: SparkSession, lake: Path) -> list[int]:
 
 @pytest.mark.spark
 @pytest.mark.parametrize("shape", ["plain view", "window WHERE"])
-def test_the_late_row_idiom_filters_by_the_watermark_held_at_the_run_start(
+def test_the_late_row_idiom_filters_by_the_watermark_in_force_on_arrival(
     spark: SparkSession, tmp_path: Path, shape: str
 ) -> None:
     ddl = (
@@ -104,12 +105,13 @@ def test_without_the_idiom_the_same_row_is_late_for_its_window(
 
 
 @pytest.mark.spark
-def test_a_query_sees_the_watermark_a_table_holds_now_and_null_before_any(
+def test_a_query_sees_the_watermark_in_force_per_commit_and_null_before_any(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     catalog = lake_with(tmp_path, spark)
     rows = catalog.sql("SELECT k, CURRENT_WATERMARK(ts) AS wm FROM orders").collect()
-    assert {r["wm"] for r in rows} == {at(10)}  # max 12 s − 2 s
+    # each commit sees the one before's max − 2 s; the first, none yet
+    assert sorted((r["k"], r["wm"]) for r in rows) == [(1, None), (2, at(-1)), (3, at(2))]
     empty = tmp_path / "empty"
     write_commits(empty / "orders", [[{"k": 1, "ts": None, "price": 1}]], schema=SCHEMA)
     fresh = Catalog(empty, spark)

@@ -25,7 +25,12 @@ from chronolake.catalog.complete_as_of import (
 from chronolake.catalog.entry import Spec
 from chronolake.catalog.inputs import input_specs, source_spec
 from chronolake.catalog.registry import Registry
-from chronolake.catalog.relations import changelog_dataframe, relation_dataframe
+from chronolake.catalog.relations import (
+    changelog_dataframe,
+    has_row_watermarks,
+    relation_dataframe,
+    relation_with_row_watermarks,
+)
 from chronolake.errors import DefinitionError, SourceError, UnknownNameError
 from chronolake.joins.temporal import (
     join_query,
@@ -38,18 +43,22 @@ from chronolake.joins.versions import kept_versions
 from chronolake.lake import LakeBackend
 from chronolake.lake.layout import table_location
 from chronolake.lake.reader import latest_per_key
-from chronolake.lake.stamps import latest_recorded_watermark, recorded_watermarks
 from chronolake.location import Location
-from chronolake.schema import ChangelogMode, StartupMode, TableSpec, ViewSpec
+from chronolake.schema import ChangelogMode, TableSpec, ViewSpec
 from chronolake.schema.dialect import canonical_sql, spark_sql
 from chronolake.schema.spec import OPERATOR_KINDS
 from chronolake.sql._names import relation_name
-from chronolake.sql.current_watermark import HeldWatermark, bind, held_by, uses_current_watermark
+from chronolake.sql.current_watermark import (
+    ROW_WATERMARK,
+    HeldWatermark,
+    bind,
+    held_by,
+    uses_current_watermark,
+)
 from chronolake.sql.history import reads_history, validity_condition, versioned, written_read
 from chronolake.sql.query import parse_query, referenced_tables, tables_of, temporal_joins
 from chronolake.sql.temporal import TemporalJoinPlan, TimeMode, plan_temporal_join
 from chronolake.sql.view_kinds import is_derived
-from chronolake.watermarks.assigner import WatermarkAssigner
 
 _FRAME = "__chronolake_frame_"
 """The prefix of a frame argument's name in a query's Spark SQL text."""
@@ -144,8 +153,11 @@ class QuerySession:
         if temporal_joins(query):
             return self._temporal_join(plan_temporal_join(query, specs))
         tree = parse_query(query)
+        stamped: set[str] = set()  # the tables read with CURRENT_WATERMARK's value per row
         if uses_current_watermark(query):
-            tree = bind(tree, self._held_watermarks(tree, specs), where=f"query {query!r}")
+            held = self._held_watermarks(tree, specs)
+            stamped = {h.table.lower() for h in held.values() if h.per_row}
+            tree = bind(tree, held, where=f"query {query!r}")
         frames: dict[str, DataFrame] = {}
         keys: dict[str, str] = {}  # a name read twice (a self-join) is one frame
         read = {name.lower() for name in tables_of(tree)}
@@ -158,23 +170,31 @@ class QuerySession:
             if read_as not in keys:
                 keys[read_as] = f"{_FRAME}{len(keys)}"
                 frames[keys[read_as]] = (
-                    self._frame(name, specs, registered) if version is None
-                    else self._system_time_frame(table, specs)
+                    self._frame(name, specs, registered, stamped=name in stamped)
+                    if version is None
+                    else self._system_time_frame(table, specs, stamped=name in stamped)
                 )
             _read_frame(table, keys[read_as])
         text = spark_sql(tree).replace("{", "{{").replace("}", "}}")
-        return self.spark.sql(_FRAME_REFERENCE.sub(r"{\1}", text), None, **frames)
+        result = self.spark.sql(_FRAME_REFERENCE.sub(r"{\1}", text), None, **frames)
+        return result.drop(ROW_WATERMARK) if stamped else result  # `SELECT *` never shows it
 
-    def _frame(self, name: str, specs: Mapping[str, Spec], registered: Mapping[str, Spec]
-               ) -> DataFrame:
+    def _frame(self, name: str, specs: Mapping[str, Spec], registered: Mapping[str, Spec],
+               *, stamped: bool = False) -> DataFrame:
         """The rows of `name` as this query reads it: a table's (or a derived table's output)
-        relation, or a view's query over frames of its own."""
+        relation, `stamped` with `CURRENT_WATERMARK`'s value per row, or a view's query over
+        frames of its own."""
         spec = specs[name]
         if isinstance(spec, ViewSpec):
             return self._frame_of_query(spec.query, registered)
-        return relation_dataframe(self.spark, self.backend, spec, self.root, self.pins.get(name))
+        return self._relation(spec, self.pins.get(name), stamped=stamped)
 
-    def _system_time_frame(self, table: exp.Table, specs: Mapping[str, Spec]) -> DataFrame:
+    def _relation(self, spec: TableSpec, version: int | None, *, stamped: bool) -> DataFrame:
+        read = relation_with_row_watermarks if stamped else relation_dataframe
+        return read(self.spark, self.backend, spec, self.root, version)
+
+    def _system_time_frame(self, table: exp.Table, specs: Mapping[str, Spec], *,
+                           stamped: bool = False) -> DataFrame:
         """The rows of a table read `FOR SYSTEM_TIME`: its history, cut to the range read
         (`chronolake.sql.history`); or, `AS OF` a constant, its rows at that time (FLIP-308's
         time travel): the Delta version current then."""
@@ -200,7 +220,7 @@ class QuerySession:
                 f"{shown(first)}: ask for a later time"
             )
         self.backend.check_kept(path, version)
-        return relation_dataframe(self.spark, self.backend, spec, self.root, version)
+        return self._relation(spec, version, stamped=stamped)
 
     def _instant_ms(self, constant: exp.Expr, written: str) -> int:
         """A constant time expression (`TIMESTAMP '…'`, `CURRENT_TIMESTAMP - INTERVAL …`) as
@@ -213,32 +233,20 @@ class QuerySession:
 
     def _held_watermarks(self, tree: exp.Query, specs: Mapping[str, Spec]
                          ) -> dict[str, HeldWatermark]:
-        """What each table `tree` reads holds now, by its name and alias (lower case): what
-        its `CURRENT_WATERMARK` is when read now."""
+        """What `CURRENT_WATERMARK` is over each table `tree` reads, by its name and alias
+        (lower case): per row, the watermark in force when the row arrived, for a table with
+        event time (`relation_with_row_watermarks`); NULL for one without (processing time,
+        or a source read snapshot-first). A table read for its history has no rowtime here."""
         held: dict[str, HeldWatermark] = {}
         for table in tree.find_all(exp.Table):
-            spec = specs.get(table.name.lower())
-            if isinstance(spec, TableSpec):
-                found = held_by(spec, self._watermark_now(spec))
-                if found is not None:
-                    held |= {table.name.lower(): found, table.alias_or_name.lower(): found}
+            spec = specs.get(relation_name(table).lower())
+            if not isinstance(spec, TableSpec) or reads_history(table):
+                continue
+            alias = table.alias_or_name
+            found = held_by(spec, per_row=has_row_watermarks(spec), qualifier=alias)
+            if found is not None:
+                held |= {relation_name(table).lower(): found, alias.lower(): found}
         return held
-
-    def _watermark_now(self, spec: TableSpec) -> int | None:
-        """The watermark a table holds now (or at its pinned version): a derived table's last
-        recorded one; a source's generated over all its commits (one Spark job); None under
-        processing time."""
-        if spec.derived:
-            path = table_location(self.root, spec.options.path)
-            pinned = self.pins.get(spec.name.lower())
-            if pinned is None:
-                return latest_recorded_watermark(path)
-            return recorded_watermarks(self.backend, path, pinned, pinned)[pinned]
-        hybrid = spec.options.startup_mode is StartupMode.SNAPSHOT_THEN_CHANGELOG
-        if spec.watermark is None or hybrid:
-            return None
-        assigner = WatermarkAssigner.for_table(spec)
-        return assigner.assign(self.changelog(spec.name)).state().watermark
 
     def _temporal_join(self, plan: TemporalJoinPlan) -> DataFrame:
         probe = self.changelog(plan.probe.name)

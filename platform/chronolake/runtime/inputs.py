@@ -49,7 +49,6 @@ from chronolake.runtime.source_checks import (
 )
 from chronolake.schema import StartupMode, TableSpec
 from chronolake.schema.options import SPLIT_BY_PARTITIONS
-from chronolake.sql.current_watermark import held_by
 from chronolake.watermarks.assigner import (
     LATE_COLUMN,
     WATERMARK_COLUMN,
@@ -58,6 +57,7 @@ from chronolake.watermarks.assigner import (
     collect_maxima,
 )
 from chronolake.watermarks.progress import SplitTick
+from chronolake.watermarks.recorded import in_force_by_commit, or_min
 from chronolake.watermarks.valve import CombinedWatermarkStatus
 from chronolake.watermarks.watermark import LONG_MIN, Watermark, WatermarkStatus
 
@@ -252,11 +252,9 @@ def assign_watermarks(
         return assigned
     rows = assigned.rows
     carried = [c for c in (*SYSTEM_COLUMNS, WATERMARK_COLUMN, LATE_COLUMN) if c in rows.columns]
-    started = read.position.watermarks.watermark  # the source's, as the last run left it
     for view in read.views:
         assert view.through_view is not None
-        held = held_by(view.through_view.source, started)
-        rows = through_view_rows(rows, view.through_view.query, carried, held)
+        rows = through_view_rows(rows, view.through_view.query, carried, view.through_view.source)
     # a view's SELECT may compute anything: computed once, for every job that reads the rows
     return InputRead(read.views[-1], reused(rows), assigned.watermark, assigned.position,
                      read.switched_at)
@@ -289,24 +287,13 @@ def _recorded(read: ChangelogRead) -> InputRead:
     assert read.recorded_watermarks is not None and read.spec.rowtime is not None
     recorded = read.recorded_watermarks
     latest = read.position.version
-    in_force = {
-        version: recorded.get(version - 1) for version in recorded if version > min(recorded)
-    }
-    pairs = [F.lit(v) for version, ms in in_force.items() for v in (version, _or_min(ms))]
-    stamped = F.create_map(*pairs)[F.col(COMMIT_VERSION)] if pairs else F.lit(None)
-    watermark = F.coalesce(stamped.cast("long"), F.lit(_or_min(recorded.get(min(recorded)))))
     rowtime_ms = F.unix_micros(F.col(read.spec.rowtime).cast("timestamp")) / 1000
-    rows = read.rows.withColumn(WATERMARK_COLUMN, watermark).withColumn(
+    rows = read.rows.withColumn(WATERMARK_COLUMN, in_force_by_commit(recorded)).withColumn(
         LATE_COLUMN, F.coalesce(rowtime_ms <= F.col(WATERMARK_COLUMN), F.lit(False))
     )
-    state = WatermarkState(watermark=_or_min(recorded.get(latest)))
+    state = WatermarkState(watermark=or_min(recorded.get(latest)))
     moved = read.position.model_copy(update={"watermarks": state})
     return InputRead(read.spec, rows, Watermark(state.watermark), moved, read.switched_at)
-
-
-def _or_min(watermark_ms: int | None) -> int:
-    """A recorded watermark, or the minimum where none was recorded (the epoch is one)."""
-    return LONG_MIN if watermark_ms is None else watermark_ms
 
 
 def _assigner(read: ChangelogRead) -> WatermarkAssigner | None:

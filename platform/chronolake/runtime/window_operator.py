@@ -45,7 +45,13 @@ from chronolake.runtime.operator import (
 )
 from chronolake.schema import ViewSpec
 from chronolake.schema.windows import WINDOW_COLUMNS
-from chronolake.sql.current_watermark import bind_spark_sql, held_by
+from chronolake.sql.current_watermark import (
+    FUNCTION,
+    ROW_WATERMARK,
+    bind_spark_sql,
+    held_by,
+    with_row_watermark,
+)
 from chronolake.sql.view_kinds import is_updating
 from chronolake.sql.window import WindowPlan
 from chronolake.sql.window_rank import WindowRankPlan
@@ -118,7 +124,7 @@ class WindowAggregateOperator(Operator):
         read = reads[self.source.name]
         rows = read.rows  # held: read by the output, side table, state and figures
         # The view's WHERE filters rows before their windows, as in Flink: never late.
-        kept = rows if self.plan.where is None else rows.where(F.expr(self._where(context)))
+        kept = rows if self.plan.where is None else self._filtered(rows)
         rowtime = self._rowtime(read, kept)
         started = context.checkpoint.watermark
         ending = LONG_MIN if watermark_ms is None else watermark_ms
@@ -181,14 +187,17 @@ class WindowAggregateOperator(Operator):
         keys = self.plan.partition_keys if self.plan.kind is WindowKind.SESSION else ()
         return [*(f"`{key}`" for key in keys), *WINDOW_COLUMNS]
 
-    def _where(self, context: RunContext) -> str:
-        """The view's WHERE, `CURRENT_WATERMARK` being the source's at the run's start."""
+    def _filtered(self, rows: DataFrame) -> DataFrame:
+        """The rows the view's WHERE keeps, `CURRENT_WATERMARK` being each row's `_watermark`:
+        the source's watermark when the row arrived (in a ticked run, at its tick's start)."""
         assert self.plan.where is not None
-        start = context.checkpoint.inputs.get(self.source.name)
-        held = held_by(self.source, start.watermarks.watermark if start else None)
-        where = f"window view over {self.source.name!r}"
-        return bind_spark_sql(self.plan.where, {self.source.name.lower(): held} if held else {},
-                              where=where)
+        held = held_by(self.source, per_row=True)
+        where = bind_spark_sql(self.plan.where, {self.source.name.lower(): held} if held else {},
+                               where=f"window view over {self.source.name!r}")
+        if held is None or FUNCTION not in self.plan.where.upper():
+            return rows.where(F.expr(where))
+        stamped = with_row_watermark(rows, held.rowtime)
+        return stamped.where(F.expr(where)).drop(ROW_WATERMARK)
 
     def _rowtime(self, read: InputRead, rows: DataFrame) -> Column:
         """The DESCRIPTOR column (for `SYSTEM_ROWTIME()`, the commit timestamp); its type is

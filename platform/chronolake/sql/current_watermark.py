@@ -1,4 +1,4 @@
-"""`CURRENT_WATERMARK(rowtime)`: the watermark a query's input holds, as a value in the query.
+"""`CURRENT_WATERMARK(rowtime)`: the watermark in force when a row arrived, as a value in the query.
 
 Flink's idiom for separating late rows is a filter on it:
 
@@ -6,57 +6,73 @@ Flink's idiom for separating late rows is a filter on it:
     WHERE CURRENT_WATERMARK(order_time) IS NULL OR order_time > CURRENT_WATERMARK(order_time)
 
 The argument must be the rowtime attribute of the input (the column of its `WATERMARK
-FOR`), and the value has that column's type. chronolake evaluates a query in runs, so the
-value is the watermark the input holds when the run starts: a view fed to a derived table
-sees its source's watermark as the previous run left it, an ad-hoc query the watermark the
-table holds now. Before the first watermark the value is NULL, as in Flink. The call is
-replaced by that value before Spark sees the query (a literal: no Spark job, no UDF).
+FOR`), and the value has that column's type. Flink's value moves on between rows: it is
+the last watermark its source emitted before the row. chronolake's is the watermark each
+row is stamped with (`_watermark`, `chronolake.watermarks.assigner`): the table's strategy
+applied over its commits in order, a row seeing the watermark after the commits before its
+own, so all rows of one commit see the same value (with `'scan.watermark.emit.strategy' =
+'on-event'`, the watermark after the rows before it, as in Flink). In a run cut into ticks
+(`'scan.max-rows-per-tick'`) a window view's rows see the watermark at their tick's start.
+A derived table's rows see the watermark the commit before theirs recorded. An ad-hoc
+query reads a table as its changes applied: a keyed table's row is its key's last change,
+seeing the watermark that change arrived under. Before the first watermark the value is
+NULL, as in Flink; a table without event time gives NULL.
+
+The call is replaced before Spark sees the query: by a reference to `ROW_WATERMARK`, the
+column `with_row_watermark` adds to the rows (the row's `_watermark` in the rowtime's
+type), or by a NULL literal for an input without event time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 import sqlglot
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from sqlglot import exp
 
 from chronolake.errors import DefinitionError
 from chronolake.schema import ComputedColumn, TableSpec
 from chronolake.schema.dialect import expression_type, parse_expression, parse_type, spark_sql
+from chronolake.watermarks.assigner import WATERMARK_COLUMN
+from chronolake.watermarks.millis import millis_timestamp
 from chronolake.watermarks.watermark import LONG_MIN
 
 FUNCTION = "CURRENT_WATERMARK"
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+ROW_WATERMARK = "__chronolake_current_watermark"
+"""The column `CURRENT_WATERMARK` reads on each row (`with_row_watermark`); never shown."""
 Node = TypeVar("Node", bound=exp.Expr)
 
 
 @dataclass(frozen=True)
 class HeldWatermark:
-    """What one input holds: its rowtime attribute, its type and its watermark (epoch ms)."""
+    """What `CURRENT_WATERMARK` is over one input: its rowtime attribute and type, and whether
+    each row carries its value (`per_row`) or the input has no event time (NULL)."""
 
     table: str
     rowtime: str
-    watermark_ms: int | None
     local_time_zone: bool = False
     """True when the rowtime is a TIMESTAMP_LTZ (the value is one too)."""
+    per_row: bool = False
+    """Each row carries its own value in `ROW_WATERMARK` (`with_row_watermark`)."""
+    qualifier: str = ""
+    """The name the query reads the input by, for `ROW_WATERMARK` (empty: unqualified)."""
 
-    def literal(self) -> exp.Expr:
-        """The watermark as a Flink SQL value of the rowtime's type; NULL before the first."""
-        if self.watermark_ms is None or self.watermark_ms == LONG_MIN:
-            kind = "TIMESTAMP_LTZ(3)" if self.local_time_zone else "TIMESTAMP(3)"
-            return parse_expression(f"CAST(NULL AS {kind})")
-        if self.local_time_zone:
-            return parse_expression(f"TO_TIMESTAMP_LTZ({self.watermark_ms}, 3)")
-        instant = _EPOCH + timedelta(milliseconds=self.watermark_ms)
-        text = instant.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-        return parse_expression(f"CAST('{text}' AS TIMESTAMP(3))")
+    def value(self) -> exp.Expr:
+        """The value as a Flink SQL expression of the rowtime's type: `ROW_WATERMARK` (qualified
+        by the input's name) per row, else NULL."""
+        if self.per_row:
+            return exp.column(ROW_WATERMARK, table=self.qualifier or None, quoted=True)
+        kind = "TIMESTAMP_LTZ(3)" if self.local_time_zone else "TIMESTAMP(3)"
+        return parse_expression(f"CAST(NULL AS {kind})")
 
 
-def held_by(spec: TableSpec, watermark_ms: int | None) -> HeldWatermark | None:
-    """What `spec` holds at `watermark_ms`; None when it has no rowtime attribute."""
+def held_by(spec: TableSpec, *, per_row: bool, qualifier: str = "") -> HeldWatermark | None:
+    """What `CURRENT_WATERMARK` is over `spec`: per row (read by `qualifier`), or NULL for
+    every row; None when it has no rowtime attribute."""
     rowtime = spec.rowtime
     declared = spec.column(rowtime) if rowtime is not None else None
     if rowtime is None or declared is None:
@@ -66,7 +82,17 @@ def held_by(spec: TableSpec, watermark_ms: int | None) -> HeldWatermark | None:
     else:
         type_text = declared.type
     local = parse_type(type_text).this is exp.DType.TIMESTAMPLTZ
-    return HeldWatermark(spec.name, rowtime, watermark_ms, local_time_zone=local)
+    return HeldWatermark(spec.name, rowtime, local_time_zone=local, per_row=per_row,
+                         qualifier=qualifier)
+
+
+def with_row_watermark(rows: DataFrame, rowtime: str) -> DataFrame:
+    """`rows` (stamped with `_watermark`) plus `ROW_WATERMARK`: the watermark in force when each
+    row arrived as a value of the `rowtime` column's type, NULL before the first watermark."""
+    data_type = rows.select(F.col(rowtime)).schema[0].dataType  # analysis only, no job
+    stamped = F.col(WATERMARK_COLUMN)
+    value = F.when(stamped != F.lit(LONG_MIN), millis_timestamp(stamped, data_type))
+    return rows.withColumn(ROW_WATERMARK, value)
 
 
 def calls(node: exp.Expr) -> list[exp.Anonymous]:
@@ -97,12 +123,12 @@ def refuse_current_watermark(
 
 
 def bind(node: Node, held: Mapping[str, HeldWatermark], *, where: str) -> Node:
-    """A copy of `node` (Flink AST) with each `CURRENT_WATERMARK(t.c)` replaced by the value
-    its input holds. `held` maps the names a column may be qualified with (table names and
-    aliases, lower case) to what that input holds; `where` names the query, for errors."""
+    """A copy of `node` (Flink AST) with each `CURRENT_WATERMARK(t.c)` replaced by its value
+    over its input. `held` maps the names a column may be qualified with (table names and
+    aliases, lower case) to that input's; `where` names the query, for errors."""
     bound = node.copy()
     for call in calls(bound):
-        call.replace(_held_for(call, held, where=where).literal())
+        call.replace(_held_for(call, held, where=where).value())
     return bound
 
 
@@ -112,7 +138,7 @@ def bind_spark_sql(text: str, held: Mapping[str, HeldWatermark], *, where: str) 
         return text
     tree = sqlglot.parse_one(text, dialect="spark")
     for call in calls(tree):
-        value = spark_sql(_held_for(call, held, where=where).literal())
+        value = spark_sql(_held_for(call, held, where=where).value())
         call.replace(sqlglot.parse_one(value, dialect="spark"))
     return tree.sql(dialect="spark")
 
