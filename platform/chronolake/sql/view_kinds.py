@@ -17,9 +17,10 @@ carries, as Flink's operators do:
   `window_time` out of a window, the ordering rowtime of a deduplication,
   `valid_from` out of a history, when the SELECT keeps it;
 - a *changelog mode*: updating (its changes hold -U/+U/-D) when its input is,
-  through a temporal join; insert-only out of a window aggregate; updating
-  out of a keep-last deduplication, insert-only out of a keep-first one; updating
-  out of a history.
+  through a temporal join (without a probe key, a retract stream: a multiset whose
+  retractions take back an equal row, `chronolake.lake.multisets`); insert-only out
+  of a window aggregate; updating out of a keep-last deduplication, insert-only out
+  of a keep-first one; updating out of a history.
 
 A plain view passes its source's key, time attribute and changelog mode through.
 
@@ -35,6 +36,7 @@ from pyspark.sql.types import StructType
 from sqlglot import exp
 
 from chronolake.errors import DefinitionError
+from chronolake.lake.multisets import ROW_IDENTITY
 from chronolake.schema.join_kind import JoinKind
 from chronolake.schema.options import ChangelogMode, DeltaOptions
 from chronolake.schema.spec import (
@@ -102,11 +104,13 @@ def is_updating(spec: TableSpec | ViewSpec) -> bool:
 
 
 def output_table_spec(view: ViewSpec, schema: StructType, path: str) -> TableSpec:
-    """A derived view's output as a source table: its stored columns, its upsert key, its
-    time attribute (with a watermark taken from the commits) and its change data feed."""
+    """A derived view's output as a source table: its stored columns (not a multiset's hidden
+    row identity), its upsert key, its time attribute (with a watermark taken from the
+    commits) and its change data feed."""
     return TableSpec(
         name=view.name,
-        columns=_stored_columns(view, schema),
+        columns=_stored_columns(view, StructType(
+            [f for f in schema.fields if f.name != ROW_IDENTITY])),
         watermark=_time_attribute(view),
         primary_key=view.primary_key,
         options=DeltaOptions(
@@ -164,13 +168,6 @@ def _through_temporal_join(view: ViewSpec, select: exp.Select, catalog: Catalog)
             f"view's rows follow by the probe's primary key ({', '.join(probe.primary_key)}), "
             f"but the SELECT drops {dropped[0]!r}; add {ref.probe_alias}.{dropped[0]} to the "
             "SELECT list"
-        )
-        raise DefinitionError(msg)
-    if updating and not probe.primary_key:
-        msg = (
-            f"view {view.name!r}: its probe {probe.name!r} has updates and deletes but no "
-            "primary key, so an update of a probe row cannot be matched to the joined row it "
-            f"revises; declare PRIMARY KEY (...) NOT ENFORCED on {probe.name!r}"
         )
         raise DefinitionError(msg)
     rowtime = _passed_through(select, ref.probe_alias, probe.rowtime) if probe.rowtime else None
