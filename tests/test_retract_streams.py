@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from deltatables import write_commits
+from deltatables import delete_rows, update_rows, write_commits
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog
@@ -116,6 +116,34 @@ def test_a_probe_without_a_key_retracts_one_equal_row_per_retraction(
     DerivedTable(catalog, "converted").run()
     assert _contents(catalog) == Counter({(2, "USD", 40): 1, (3, "EUR", 2): 1})
     assert _feed(out, DeltaTable(str(out)).version()) == Counter({("delete", 1, 10): 1})
+
+
+@pytest.mark.slow
+def test_a_change_data_feed_without_a_key_retracts_each_updated_and_deleted_row(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """Delta's own UPDATE and DELETE on a probe without a key: its change feed's pre-images
+    and deletes retract one joined row each (a DELETE of two equal rows, two), and a full
+    refresh rebuilds the same multiset."""
+    catalog = Catalog(tmp_path, spark)
+    catalog.declare(_DDL.replace(
+        "'changelog' = 'op-column', 'changelog.op-column' = 'op'", "'changelog' = 'cdf'"))
+    orders, out = tmp_path / "orders", output_path(tmp_path, "converted")
+    write_commits(tmp_path / "rates", [[_rate("EUR", 2, 0), _rate("USD", 10, 0)],
+                                       [_rate("EUR", 4, 60)]], schema=_RATES, cdf=False)
+    placed = [{k: v for k, v in row.items() if k != "op"} for row in (
+        _order("+I", 1, "EUR", 5, 1), _order("+I", 1, "EUR", 5, 1), _order("+I", 2, "USD", 3, 2))]
+    write_commits(orders, [placed], schema=_ORDERS.remove(0))
+    DerivedTable(catalog, "converted").run()
+    update_rows(orders, "id = 2", {"amount": "4"})
+    delete_rows(orders, "id = 1")
+    DerivedTable(catalog, "converted").run()
+    assert _contents(catalog) == Counter({(2, "USD", 40): 1})
+    assert _feed(out, DeltaTable(str(out)).version()) == Counter({
+        ("delete", 1, 10): 2, ("delete", 2, 30): 1, ("insert", 2, 40): 1,
+    })
+    DerivedTable(catalog, "converted").run(full_refresh=True)
+    assert _contents(catalog) == Counter({(2, "USD", 40): 1})
 
 
 @pytest.mark.slow
