@@ -18,9 +18,10 @@ carries, as Flink's operators do:
   `valid_from` out of a history, when the SELECT keeps it;
 - a *changelog mode*: updating (its changes hold -U/+U/-D) when its input is,
   through a temporal join (without a probe key, a retract stream: a multiset whose
-  retractions take back an equal row, `chronolake.lake.multisets`); insert-only out
-  of a window aggregate; updating out of a keep-last deduplication, insert-only out
-  of a keep-first one; updating out of a history.
+  retractions take back an equal row, `chronolake.lake.multisets`) or an inner interval
+  join (always a retract stream); insert-only out of a window aggregate; updating
+  out of a keep-last deduplication, insert-only out of a keep-first one; updating
+  out of a history.
 
 A plain view passes its source's key, time attribute and changelog mode through.
 
@@ -195,16 +196,18 @@ def _through_plain_view(view: ViewSpec, select: exp.Select, catalog: Catalog) ->
 
 
 def _out_of_interval_join(view: ViewSpec, select: exp.Select, catalog: Catalog) -> ViewSpec:
-    """An interval join's output (checked with Flink's rules): insert-only, no key. Flink
-    keeps both inputs' rowtimes as time attributes; a table has one: the preserved side's
-    (the right's for a RIGHT JOIN, else the left's) when the SELECT keeps it, else the other's."""
+    """An interval join's output (checked with Flink's rules): no key; insert-only, or, when
+    an input of an inner join is updating, a retract stream (a multiset). Flink keeps both
+    inputs' rowtimes as time attributes; a table has one: the preserved side's (the right's
+    for a RIGHT JOIN, else the left's) when the SELECT keeps it, else the other's."""
     plan = plan_interval_join(view.query, catalog, view=view.name)
     sides = [(plan.left_alias, plan.left_time), (plan.right_alias, plan.right_time)]
     if plan.kind is JoinKind.RIGHT:
         sides.reverse()
     kept = [_passed_through(select, alias, column) for alias, column in sides]
     return view.model_copy(update={
-        "primary_key": (), "rowtime": next((k for k in kept if k), None), "updating": False,
+        "primary_key": (), "rowtime": next((k for k in kept if k), None),
+        "updating": is_updating(plan.left) or is_updating(plan.right),
     })
 
 
