@@ -101,7 +101,10 @@ def test_a_retraction_takes_back_one_pair_and_leaves_the_joins_state(
         _order("-D", 3, 7, 0),  # no payment yet: it only leaves the state
     ]], schema=_ORDERS, cdf=False)
     write_commits(payments, [[_payment(1, 51, 12)]], schema=_PAYMENTS, cdf=False)
-    DerivedTable(catalog, "paid").run()
+    result = DerivedTable(catalog, "paid").run()
+    # pairs made (not their retractions): order 2's update, and the new payment with the two
+    # orders 1 of the state (one taken back in the same run by the order's -D)
+    assert result.figures["matched_pairs"] == 3
     assert _contents(catalog) == Counter({(1, 5, 50): 1, (1, 5, 51): 1, (2, 4, 30): 1})
     assert _feed(out) == Counter({
         ("delete", 1, 5, 50): 1, ("delete", 2, 3, 30): 1, ("insert", 2, 4, 30): 1,

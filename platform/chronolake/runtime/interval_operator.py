@@ -204,8 +204,8 @@ class IntervalJoinOperator(Operator):
             history=None,
             figures=figures,
             # an inner join's output is its pairs (and, over retract inputs, their retractions)
-            output_figures={} if outer else {"matched_pairs": F.count_if(
-                F.col(ROW_KIND) != RowKind.DELETE.value) if self.updating else F.count(F.lit(1))},
+            output_figures={} if outer else {
+                "matched_pairs": F.count_if(F.col(ROW_KIND) != RowKind.DELETE.value)},
         )
 
     def _side(

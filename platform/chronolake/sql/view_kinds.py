@@ -19,7 +19,7 @@ carries, as Flink's operators do:
 - a *changelog mode*: updating (its changes hold -U/+U/-D) when its input is,
   through a temporal join (without a probe key, a retract stream: a multiset whose
   retractions take back an equal row, `chronolake.lake.multisets`) or an inner interval
-  join (always a retract stream); insert-only out of a window aggregate; updating
+  join (a retract stream: it has no key); insert-only out of a window aggregate; updating
   out of a keep-last deduplication, insert-only out of a keep-first one; updating
   out of a history.
 
