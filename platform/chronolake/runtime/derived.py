@@ -37,6 +37,7 @@ from chronolake.joins.history import HISTORY_PAGE_ROWS
 from chronolake.lake.changelog import SYSTEM_COLUMNS, RowKind
 from chronolake.lake.layout import history_path, late_path, lock_dir, output_path
 from chronolake.lake.lock import run_lock
+from chronolake.lake.multisets import ROW_IDENTITY, row_changes
 from chronolake.lake.stamps import input_versions_stamp, watermark_stamp
 from chronolake.lake.upserts import final_rows
 from chronolake.location import Location
@@ -400,9 +401,12 @@ class DerivedTable:
         version: int | None  # None: a retried run's commit was already in the table
         if self.view.updating:  # the kinds decide how the changes are applied: counted first
             figures = counts.counted()
+            applied, key = changes, self.view.primary_key
+            if not key:  # a retract stream: a multiset, each row by its hidden identity
+                applied, key = self._as_rows(changes, replace=replace), (ROW_IDENTITY,)
             if replace:
                 version = backend.overwrite_dataframe(
-                    final_rows(changes, self.view.primary_key), self.output_path,
+                    final_rows(applied, key), self.output_path,
                     enable_cdf=True, commit_info=stamp,
                 )
             else:
@@ -411,7 +415,7 @@ class DerivedTable:
                     if kind is not RowKind.INSERT
                 )
                 version = backend.commit_changes(
-                    changes, self.output_path, key=self.view.primary_key,
+                    applied, self.output_path, key=key,
                     retracting=retracting, app_id=app, app_version=run, commit_info=stamp,
                 )
         else:  # insert-only: every change is a new row, counted as it is written
@@ -446,6 +450,13 @@ class DerivedTable:
         fault_point(FaultPoint.AFTER_STATE)
         fault_point(FaultPoint.BEFORE_CHECKPOINT)
         return version, {**figures, **step.tallied.written(written)}
+
+    def _as_rows(self, changes: DataFrame, *, replace: bool) -> DataFrame:
+        """A retract stream's changes as keyed changes of the stored multiset (none for a
+        full refresh, which rewrites it): `chronolake.lake.multisets`."""
+        backend = self.catalog.backend
+        kept = not replace and backend.is_delta_table(self.output_path)
+        return reused(row_changes(changes, backend.snapshot(self.output_path) if kept else None))
 
 
 def pending_rows(catalog: Catalog, name: str) -> DataFrame | None:

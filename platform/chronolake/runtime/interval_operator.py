@@ -17,7 +17,17 @@ A row that arrives when the run's starting watermark is already at or past its i
 end is not kept, as Flink does not cache it: it joins what the other input still holds
 (state and this run's rows, but not another such row), and an outer one without a match is
 padded at once; it is counted (`closed_on_arrival_rows`), not sent to the side table. A row
-whose rowtime is null goes to the late-rows side table. The output is insert-only.
+whose rowtime is null goes to the late-rows side table.
+
+The output is insert-only when both inputs are. An inner join may read updating inputs (a
+retract stream, as Flink's retract semantics extend to it): a row's kind travels to the
+pairs it makes, a pair's sign the product of its rows' (`__ij_sign`), so a -U/-D of a row
+emits a -D of each pair it makes with the other input's rows within the bounds, the pairs
+its +I/+U made, and a +U acts as an insertion. A retraction takes one row equal to it out
+of its input's state, so later rows of the other input no longer meet it. The output is a
+multiset without a key (`chronolake.lake.multisets`). A retraction arriving after its
+interval's end meets only what the other input still holds: pairs with rows already out
+of state stay, as a late row's pairs are missed.
 """
 
 from __future__ import annotations
@@ -25,12 +35,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from chronolake.catalog import Catalog
 from chronolake.errors import DefinitionError
-from chronolake.lake.changelog import COMMIT_VERSION, POSITION, SYSTEM_COLUMNS
+from chronolake.lake.changelog import COMMIT_VERSION, POSITION, ROW_KIND, SYSTEM_COLUMNS, RowKind
+from chronolake.lake.multisets import values_hash
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import (
     Operator,
@@ -50,10 +61,12 @@ from chronolake.sql.interval import (
     RIGHT_ID,
     ROW_ID,
     ROW_MS,
+    SIGN,
     IntervalJoinPlan,
     joined_sql,
     parse_condition,
 )
+from chronolake.sql.view_kinds import is_updating
 from chronolake.watermarks.assigner import LATE_COLUMN
 from chronolake.watermarks.late import LateReason, side_table_rows
 from chronolake.watermarks.millis import is_timestamp, timestamp_millis
@@ -66,6 +79,8 @@ MATCHED = "__ij_matched"
 
 _NEW, _CLOSED, _END, _HIT = "__ij_new", "__ij_closed", "__ij_end", "__ij_hit"
 _BUCKET = "__ij_bucket"
+_VALUES, _NTH, _RETRACTED = "__ij_values", "__ij_nth", "__ij_retracted"
+_RETRACTIONS = (RowKind.UPDATE_BEFORE.value, RowKind.DELETE.value)
 _SIDE = "_late_side"
 
 
@@ -82,7 +97,8 @@ class _Side:
 
 
 class IntervalJoinOperator(Operator):
-    """An interval join view, run incrementally into an insert-only table.
+    """An interval join view, run incrementally into an insert-only table (or a multiset,
+    over updating inputs).
 
     Example:
         >>> catalog.execute('''CREATE VIEW paid AS SELECT o.id, p.amount
@@ -101,6 +117,9 @@ class IntervalJoinOperator(Operator):
         self.inputs = (self.left,) if self.left.name == self.right.name else (
             self.left, self.right)
         self.event_time = True
+        self.updating = view.updating
+        self.retracting = {LEFT_ROLE: is_updating(self.left), RIGHT_ROLE: is_updating(self.right)}
+        """Which inputs hold retractions (an updating view's others are insert-only)."""
 
     def step(
         self,
@@ -127,9 +146,10 @@ class IntervalJoinOperator(Operator):
         if outer:  # read by the output, by the outer rows' matches and by a figure
             matched = reused(matched)
         sides = {
-            LEFT_ROLE: _settle(left, matched, LEFT_ID, ending=ending, outer=plan.kind.pads_left),
+            LEFT_ROLE: _settle(left, matched, LEFT_ID, ending=ending, outer=plan.kind.pads_left,
+                               retracting=self.retracting[LEFT_ROLE]),
             RIGHT_ROLE: _settle(right, matched, RIGHT_ID, ending=ending,
-                                outer=plan.kind.pads_right),
+                                outer=plan.kind.pads_right, retracting=self.retracting[RIGHT_ROLE]),
         }
         parts = [matched]
         if (padded := sides[LEFT_ROLE].padded) is not None:
@@ -141,7 +161,7 @@ class IntervalJoinOperator(Operator):
             output = output.unionByName(part)
         if KEEP in output.columns:
             output = output.where(F.coalesce(F.col(KEEP), F.lit(False)))
-        output = _visible(output)  # read once, by the write, which counts it too
+        output = _visible(output, kinds=self.updating)  # read once, by the write, which counts it
         late = left.nulls.withColumn(_SIDE, F.lit(LEFT_ROLE))
         self_join = self.right.name == self.left.name  # one input, its late rows once
         late_sides = {LEFT_ROLE: LEFT_ROLE, RIGHT_ROLE: LEFT_ROLE if self_join else RIGHT_ROLE}
@@ -183,8 +203,9 @@ class IntervalJoinOperator(Operator):
             state={role: side.state for role, side in sides.items()},
             history=None,
             figures=figures,
-            # an inner join's output is its pairs
-            output_figures={} if outer else {"matched_pairs": F.count(F.lit(1))},
+            # an inner join's output is its pairs (and, over retract inputs, their retractions)
+            output_figures={} if outer else {
+                "matched_pairs": F.count_if(F.col(ROW_KIND) != RowKind.DELETE.value)},
         )
 
     def _side(
@@ -219,9 +240,11 @@ class IntervalJoinOperator(Operator):
                                 matched.alias(MATCHED), F.lit(False).alias(_NEW),
                                 F.lit(False).alias(_CLOSED))
             fresh = kept.unionByName(fresh)
+        retracting = self.retracting[role]
+        retraction = F.col(ROW_KIND).isin(*_RETRACTIONS) if retracting else F.lit(False)
         rows = fresh.select(
             "*", F.struct(COMMIT_VERSION, POSITION).alias(ROW_ID), millis.alias(ROW_MS),
-            (millis + end).alias(_END),
+            (millis + end).alias(_END), F.when(retraction, -1).otherwise(1).alias(SIGN),
         )
         return _Side(rows=reused(rows), stored=stored, nulls=nulls)
 
@@ -279,11 +302,13 @@ class _Settled:
 
 
 def _settle(
-    side: _Side, matched: DataFrame, id_column: str, *, ending: int, outer: bool
+    side: _Side, matched: DataFrame, id_column: str, *, ending: int, outer: bool,
+    retracting: bool,
 ) -> _Settled:
     """`side`'s rows with this run's matches. A row stays while its interval's end is at or
-    after the watermark `ending`; an outer row that never matched is padded when it leaves
-    (or, closed on arrival, at once)."""
+    after the watermark `ending` (and, `retracting`, it is an addition no retraction took
+    back); an outer row that never matched is padded when it leaves (or, closed on arrival,
+    at once)."""
     rows = side.rows
     if outer:
         hits = matched.select(F.col(id_column).alias(ROW_ID)).distinct().withColumn(
@@ -291,14 +316,41 @@ def _settle(
         rows = reused(rows.join(hits, on=ROW_ID, how="left").withColumn(
             MATCHED, F.col(MATCHED) | F.coalesce(F.col(_HIT), F.lit(False))).drop(_HIT))
     keep = ~F.col(_CLOSED) & (F.col(_END) >= F.lit(ending))
+    if retracting:
+        rows = _retracted(rows, side.stored)
+        keep = keep & ~F.col(_RETRACTED)
     pads = ~keep & ~F.col(MATCHED) if outer else None
     return _Settled(rows=rows, keep=keep, pads=pads, stored=side.stored)
 
 
-def _visible(output: DataFrame) -> DataFrame:
-    """The SELECT's columns: internal and changelog columns a `*` brought along dropped."""
-    hidden = [c for c in output.columns if c.startswith(INTERNAL_PREFIX) or c in SYSTEM_COLUMNS]
-    return output.drop(*hidden)
+def _retracted(rows: DataFrame, stored: list[str]) -> DataFrame:
+    """`rows` with `__ij_retracted`: a retraction, or one of the first (in arrival order) of
+    the additions equal to a retraction, as many as its equal retractions (Flink's retract
+    of one equal row: equal rows are interchangeable, each meets the same rows)."""
+    values = values_hash([c for c in stored if c not in SYSTEM_COLUMNS and c != MATCHED])
+    rows = rows.withColumn(_VALUES, values)
+    retractions = F.sum(F.when(F.col(SIGN) < 0, 1).otherwise(0)).over(
+        Window.partitionBy(_VALUES))
+    nth = F.row_number().over(Window.partitionBy(_VALUES, SIGN).orderBy(ROW_ID))
+    return rows.withColumn(_NTH, nth).withColumn(
+        _RETRACTED, (F.col(SIGN) < 0) | (F.col(_NTH) <= retractions)
+    ).drop(_VALUES, _NTH)
+
+
+def _visible(output: DataFrame, *, kinds: bool) -> DataFrame:
+    """The SELECT's columns: internal and changelog columns a `*` brought along dropped; with
+    `kinds`, each row's kind by its sign (+I, or -D: a retraction of an equal row)."""
+    hidden = [c for c in output.columns if (c.startswith(INTERNAL_PREFIX) and c != SIGN)
+              or c in SYSTEM_COLUMNS]
+    visible = output.drop(*hidden)
+    if kinds:
+        visible = visible.select(
+            "*", F.when(F.col(SIGN) < 0, RowKind.DELETE.value).otherwise(
+                RowKind.INSERT.value).alias(ROW_KIND),
+            F.lit(None).cast("long").alias(COMMIT_VERSION),
+            F.lit(None).cast("long").alias(POSITION),
+        )
+    return visible.drop(SIGN)
 
 
 def _input(spec: TableSpec | ViewSpec, view: str) -> TableSpec:

@@ -40,6 +40,9 @@ ROW_MS = "__ij_ms"
 """A row's rowtime in epoch milliseconds."""
 LEFT_ID, RIGHT_ID, KEEP = "__ij_lid", "__ij_rid", "__ij_keep"
 """The joined row's left and right identities; whether it passes an outer join's WHERE."""
+SIGN = "__ij_sign"
+"""A row's sign: 1 for an addition (+I/+U), -1 for a retraction (-U/-D); a joined row's is
+the product of its two rows' (a retraction's pairs retract, as in Flink's retract streams)."""
 INTERNAL_PREFIX = "__ij_"
 
 _COMPARISONS = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ)
@@ -133,7 +136,7 @@ def plan_interval_join(
             )
             raise DefinitionError(msg)
     bounds, others = _time_bounds(conjuncts, sides)
-    _check_time_attributes(sides, where_)
+    _check_time_attributes(sides, kind, where_)
     if not bounds:
         raise _not_time_attributes(conjuncts, sides, where_)
     lower, upper = _bounds(bounds, where_)
@@ -155,8 +158,8 @@ def joined_sql(
 ) -> str:
     """Spark SQL of the query over `left_view` and `right_view` joined `how` (INNER: on the
     condition, the time bounds in milliseconds and `on`; LEFT/RIGHT: on FALSE, null-padding
-    every row), its SELECT list plus each joined row's identities (`__ij_lid`, `__ij_rid`) and,
-    for an outer join's WHERE, whether the row passes it (`__ij_keep`)."""
+    every row), its SELECT list plus each joined row's identities (`__ij_lid`, `__ij_rid`), its
+    sign (`__ij_sign`) and, for an outer join's WHERE, whether the row passes it (`__ij_keep`)."""
     tree = parse_query(plan.query)
     assert isinstance(tree, exp.Select)
     left, right = plan.left_alias, plan.right_alias
@@ -173,6 +176,7 @@ def joined_sql(
                                 if how != "INNER" else None, on=condition)])
     tree.set("where", None)
     tree.select(exp.column(ROW_ID, left).as_(LEFT_ID), exp.column(ROW_ID, right).as_(RIGHT_ID),
+                exp.Mul(this=exp.column(SIGN, left), expression=exp.column(SIGN, right)).as_(SIGN),
                 copy=False)
     if plan.where is not None:
         tree.select(exp.paren(parse_condition(plan.where)).as_(KEEP), copy=False)
@@ -392,8 +396,11 @@ def _spec(specs: Mapping[str, Spec], table: exp.Table, where_: str) -> Spec:
     return spec
 
 
-def _check_time_attributes(sides: dict[str, tuple[str, Spec]], where_: str) -> None:
-    """Both inputs follow event time and are insert-only, as Flink's interval join needs."""
+def _check_time_attributes(
+    sides: dict[str, tuple[str, Spec]], kind: JoinKind, where_: str
+) -> None:
+    """Both inputs follow event time; an outer join's are insert-only (an inner join's may
+    retract: `chronolake.runtime.interval_operator`)."""
     for alias, spec in sides.values():
         if isinstance(spec, TableSpec) and spec.watermark is not None and (
             spec.options.startup_mode is StartupMode.SNAPSHOT_THEN_CHANGELOG
@@ -404,13 +411,15 @@ def _check_time_attributes(sides: dict[str, tuple[str, Spec]], where_: str) -> N
                 "follow their rowtime: drop 'scan.startup.mode'"
             )
             raise DefinitionError(msg)
-        if spec.updating if isinstance(spec, ViewSpec) else (
+        if kind is not JoinKind.INNER and (spec.updating if isinstance(spec, ViewSpec) else (
             spec.options.changelog is not ChangelogMode.APPEND
-        ):
+        )):
             msg = (
-                f"{where_}: IntervalJoin doesn't support consuming update and delete changes "
-                f"which are produced by {spec.name!r} ({alias}); join insert-only tables, or a "
-                "keep-first deduplication of an updating one"
+                f"{where_}: a {kind.value.upper()} interval join doesn't support consuming "
+                f"update and delete changes, which {spec.name!r} ({alias}) produces: a row "
+                "retracted after its null-padded row was emitted would have to take that row "
+                "back; make the join INNER, or join insert-only inputs (an append-only table, "
+                "or a keep-first deduplication of the updating one)"
             )
             raise DefinitionError(msg)
 

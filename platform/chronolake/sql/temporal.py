@@ -152,6 +152,15 @@ def _time_mode(ref: TemporalJoinRef, probe: TableSpec) -> tuple[TimeMode, str]:
 
 
 def _require_versioned(ref: TemporalJoinRef, build: TableSpec | ViewSpec) -> None:
+    if not build.primary_key and (isinstance(build, ViewSpec) or build.derived):
+        raise DefinitionError(
+            f"Temporal Table Join requires primary key in versioned table, but view "
+            f"{build.name!r} has none: its output is a changelog without a key (a retract "
+            "stream, when its own input has no primary key, or its SELECT drops it), whose "
+            "rows are no versions of a key; declare PRIMARY KEY (...) NOT ENFORCED on the "
+            f"table {build.name!r} reads and keep that key in its SELECT, or join FOR "
+            "SYSTEM_TIME AS OF a PROCTIME() column"
+        )
     if not build.primary_key:
         raise DefinitionError(
             f"Temporal Table Join requires primary key in versioned table, but no primary key "

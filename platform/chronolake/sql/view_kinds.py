@@ -17,7 +17,9 @@ carries, as Flink's operators do:
   `window_time` out of a window, the ordering rowtime of a deduplication,
   `valid_from` out of a history, when the SELECT keeps it;
 - a *changelog mode*: updating (its changes hold -U/+U/-D) when its input is,
-  through a temporal join; insert-only out of a window aggregate; updating
+  through a temporal join (without a probe key, a retract stream: a multiset whose
+  retractions take back an equal row, `chronolake.lake.multisets`) or an inner interval
+  join (a retract stream: it has no key); insert-only out of a window aggregate; updating
   out of a keep-last deduplication, insert-only out of a keep-first one; updating
   out of a history.
 
@@ -35,6 +37,7 @@ from pyspark.sql.types import StructType
 from sqlglot import exp
 
 from chronolake.errors import DefinitionError
+from chronolake.lake.multisets import ROW_IDENTITY
 from chronolake.schema.join_kind import JoinKind
 from chronolake.schema.options import ChangelogMode, DeltaOptions
 from chronolake.schema.spec import (
@@ -102,11 +105,13 @@ def is_updating(spec: TableSpec | ViewSpec) -> bool:
 
 
 def output_table_spec(view: ViewSpec, schema: StructType, path: str) -> TableSpec:
-    """A derived view's output as a source table: its stored columns, its upsert key, its
-    time attribute (with a watermark taken from the commits) and its change data feed."""
+    """A derived view's output as a source table: its stored columns (not a multiset's hidden
+    row identity), its upsert key, its time attribute (with a watermark taken from the
+    commits) and its change data feed."""
     return TableSpec(
         name=view.name,
-        columns=_stored_columns(view, schema),
+        columns=_stored_columns(view, StructType(
+            [f for f in schema.fields if f.name != ROW_IDENTITY])),
         watermark=_time_attribute(view),
         primary_key=view.primary_key,
         options=DeltaOptions(
@@ -166,13 +171,6 @@ def _through_temporal_join(view: ViewSpec, select: exp.Select, catalog: Catalog)
             "SELECT list"
         )
         raise DefinitionError(msg)
-    if updating and not probe.primary_key:
-        msg = (
-            f"view {view.name!r}: its probe {probe.name!r} has updates and deletes but no "
-            "primary key, so an update of a probe row cannot be matched to the joined row it "
-            f"revises; declare PRIMARY KEY (...) NOT ENFORCED on {probe.name!r}"
-        )
-        raise DefinitionError(msg)
     rowtime = _passed_through(select, ref.probe_alias, probe.rowtime) if probe.rowtime else None
     return view.model_copy(update={
         "primary_key": () if dropped else tuple(k for k in key if k is not None),
@@ -198,16 +196,18 @@ def _through_plain_view(view: ViewSpec, select: exp.Select, catalog: Catalog) ->
 
 
 def _out_of_interval_join(view: ViewSpec, select: exp.Select, catalog: Catalog) -> ViewSpec:
-    """An interval join's output (checked with Flink's rules): insert-only, no key. Flink
-    keeps both inputs' rowtimes as time attributes; a table has one: the preserved side's
-    (the right's for a RIGHT JOIN, else the left's) when the SELECT keeps it, else the other's."""
+    """An interval join's output (checked with Flink's rules): no key; insert-only, or, when
+    an input of an inner join is updating, a retract stream (a multiset). Flink keeps both
+    inputs' rowtimes as time attributes; a table has one: the preserved side's (the right's
+    for a RIGHT JOIN, else the left's) when the SELECT keeps it, else the other's."""
     plan = plan_interval_join(view.query, catalog, view=view.name)
     sides = [(plan.left_alias, plan.left_time), (plan.right_alias, plan.right_time)]
     if plan.kind is JoinKind.RIGHT:
         sides.reverse()
     kept = [_passed_through(select, alias, column) for alias, column in sides]
     return view.model_copy(update={
-        "primary_key": (), "rowtime": next((k for k in kept if k), None), "updating": False,
+        "primary_key": (), "rowtime": next((k for k in kept if k), None),
+        "updating": is_updating(plan.left) or is_updating(plan.right),
     })
 
 
