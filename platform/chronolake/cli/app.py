@@ -1,10 +1,12 @@
-"""The `chronolake` command: run SQL scripts against a lake, build, feed and run the demo
-platform, and show where every view stands.
+"""The `chronolake` command: run SQL scripts against a lake (or an interactive SQL shell,
+`chronolake.cli.shell`), build, feed and run the demo platform, and show where every view
+stands.
 
-Errors end a command with exit code 1 and a few lines: chronolake's own as they are, an
-error Spark raises as one line (`chronolake.spark.errors`) with its full text in a log file
-under `<lake>/_chronolake/logs/` (or on the console with `--verbose`). Ctrl-C ends any
-command with exit code 130 and one line saying what the lake holds.
+Errors end a command with exit code 1 and a few lines (`report_error`): chronolake's own as
+they are, an error Spark raises as one line (`chronolake.spark.errors`) with its full text in
+a log file under `<lake>/_chronolake/logs/` (or on the console with `--verbose`); the shell
+shows them the same way and goes on. Ctrl-C ends any command with exit code 130 and one line
+saying what the lake holds.
 """
 
 from __future__ import annotations
