@@ -105,6 +105,17 @@ def test_a_script_that_declares_tables_starts_a_lake(tmp_path: Path) -> None:
     assert Catalog(tmp_path / "new").names() == ["t"]
 
 
+def test_sql_without_f_or_e_reads_a_script_piped_to_it(tmp_path: Path) -> None:
+    """Like psql: standard input not a terminal is a script (a terminal opens the shell,
+    tests/test_sql_shell.py)."""
+    script = ("CREATE TABLE t (a INT) WITH ('path' = 't');\n"
+              "CREATE TABLE u (b INT) WITH ('path' = 'u');")
+    result = CliRunner().invoke(main, ["sql", "--lake", str(tmp_path / "new")], input=script)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == ["-- registered table t", "-- registered table u"]
+    assert Catalog(tmp_path / "new").names() == ["t", "u"]
+
+
 def test_run_status_and_feed_without_a_lake_say_so(tmp_path: Path) -> None:
     for args in (["run", "orders_enriched"], ["status"], ["feed"]):
         result = _invoke(*args, "--lake", str(tmp_path))

@@ -1,10 +1,12 @@
-"""The `chronolake` command: run SQL scripts against a lake, build, feed and run the demo
-platform, and show where every view stands.
+"""The `chronolake` command: run SQL scripts against a lake (or an interactive SQL shell,
+`chronolake.cli.shell`), build, feed and run the demo platform, and show where every view
+stands.
 
-Errors end a command with exit code 1 and a few lines: chronolake's own as they are, an
-error Spark raises as one line (`chronolake.spark.errors`) with its full text in a log file
-under `<lake>/_chronolake/logs/` (or on the console with `--verbose`). Ctrl-C ends any
-command with exit code 130 and one line saying what the lake holds.
+Errors end a command with exit code 1 and a few lines (`report_error`): chronolake's own as
+they are, an error Spark raises as one line (`chronolake.spark.errors`) with its full text in
+a log file under `<lake>/_chronolake/logs/` (or on the console with `--verbose`); the shell
+shows them the same way and goes on. Ctrl-C ends any command with exit code 130 and one line
+saying what the lake holds.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import click
 from rich.console import Console
@@ -30,6 +32,9 @@ from chronolake.lake.layout import LOGS_ROOT, SYSTEM_ROOT, has_catalog, holds_la
 from chronolake.lake.storage import STORAGE_ERRORS, Storage
 from chronolake.location import Location, LocationLike, as_location
 from chronolake.runtime.source_checks import OverwritePolicy
+
+if TYPE_CHECKING:
+    from chronolake.catalog import Catalog
 
 KEPT_LOGS = 20
 """Spark error logs kept per lake; older ones are removed when a new one is written."""
@@ -84,23 +89,32 @@ class _Commands(click.Group):
             if _interrupted(error):
                 click.echo(_step().interrupted, err=True)
                 ctx.exit(130)
-            if isinstance(error, ChronolakeError):
-                click.echo(f"error: {error}", err=True)
-                ctx.exit(1)
-            if isinstance(error, STORAGE_ERRORS):
-                first = (str(error).splitlines() or [type(error).__name__])[0]
-                click.echo(
-                    f"error: the lake at {_step().lake} could not be read or written: {first}; "
-                    "check --lake, and for an object store its settings (credentials, "
-                    "AWS_REGION, AWS_ENDPOINT_URL)", err=True,
-                )
-                ctx.exit(1)
-            from chronolake.spark.errors import is_spark_error
-
-            if not is_spark_error(error):
+            if not report_error(error, _step()):
                 raise  # a bug: its traceback is what a report needs
-            _report_spark_error(error, _step())
             ctx.exit(1)
+
+
+def report_error(error: BaseException, step: _Step) -> bool:
+    """Print `error` in a few lines on stderr, as every command and the SQL shell show it:
+    chronolake's own as it is, an unreachable lake in a line, Spark's in a line with its
+    full text in a log (`_report_spark_error`). False, printing nothing, for any other error:
+    a bug, whose traceback is what a report needs."""
+    if isinstance(error, ChronolakeError):
+        click.echo(f"error: {error}", err=True)
+    elif isinstance(error, STORAGE_ERRORS):
+        first = (str(error).splitlines() or [type(error).__name__])[0]
+        click.echo(
+            f"error: the lake at {step.lake} could not be read or written: {first}; "
+            "check --lake, and for an object store its settings (credentials, "
+            "AWS_REGION, AWS_ENDPOINT_URL)", err=True,
+        )
+    else:
+        from chronolake.spark.errors import is_spark_error
+
+        if not is_spark_error(error):
+            return False
+        _report_spark_error(error, step)
+    return True
 
 
 def _interrupted(error: BaseException | None) -> bool:
@@ -188,18 +202,16 @@ def sql(
     complete_as_of: str | None,
     verbose: bool,
 ) -> None:
-    """Run a SQL script (-f) or statements (-e) against a lake and print each query's rows."""
-    from sqlglot import exp
-
+    """Run a SQL script (-f) or statements (-e) against a lake and print each query's rows;
+    with neither, an interactive shell when standard input is a terminal (like psql), else
+    the script read from standard input."""
     from chronolake.catalog import Catalog
-    from chronolake.cli.results import show_result
-    from chronolake.schema.dialect import Flink, parse_flink
 
     step = _step()
     step.lake, step.verbose = lake, verbose
-    if (script is None) == (statements_text is None):
+    if script is not None and statements_text is not None:
         msg = ("expected the SQL in a file (-f FILE, '-' for standard input) or on the command "
-               f"line (-e SQL), found {'both' if script is not None else 'neither'}")
+               "line (-e SQL), found both")
         raise click.UsageError(msg)
     if complete_as_of is not None:
         from chronolake.catalog.complete_as_of import as_of_millis
@@ -209,20 +221,44 @@ def sql(
         except ChronolakeError as error:
             raise click.BadParameter(str(error), param_hint="'--complete-as-of'") from None
     _quiet_spark_logs()
-    text = script.read() if script is not None else statements_text or ""
+    catalog = Catalog(lake)
+    if script is None and statements_text is None and sys.stdin.isatty():
+        from chronolake.cli.shell import run_shell
+
+        run_shell(
+            catalog,
+            run=lambda text: _run_sql(catalog, text, "the input", step, output_format,
+                                      complete_as_of),
+            report=lambda error: report_error(error, step),
+        )
+        return
+    if statements_text is None:
+        script = script or sys.stdin
+        source = "standard input" if script.name in ("-", "<stdin>") else script.name
+        statements_text = script.read()
+    else:
+        source = "the SQL given with -e"
+    _run_sql(catalog, statements_text, source, step, output_format, complete_as_of)
+
+
+def _run_sql(catalog: Catalog, text: str, source: str, step: _Step, output_format: str,
+             complete_as_of: str | None) -> None:
+    """Run `text`'s statements in order and show each one's result (`show_result`), naming
+    the statement running in `step` for an error or Ctrl-C to say."""
+    from sqlglot import exp
+
+    from chronolake.cli.results import show_result
+    from chronolake.schema.dialect import Flink, parse_flink
+
     statements = parse_flink(text, what="SQL script")
-    if not holds_lake(lake) and not any(isinstance(s, exp.Create) for s in statements):
+    if not holds_lake(catalog.root) and not any(isinstance(s, exp.Create) for s in statements):
         msg = (
-            f"no lake at {lake}: it holds no chronolake catalog ({SYSTEM_ROOT}/) and no Delta "
-            "table, and this script declares none; check --lake, or start a lake there with a "
-            "script that declares its tables (CREATE TABLE ... WITH ('path' = ...))"
+            f"no lake at {step.lake}: it holds no chronolake catalog ({SYSTEM_ROOT}/) and no "
+            "Delta table, and this script declares none; check --lake, or start a lake there "
+            "with a script that declares its tables (CREATE TABLE ... WITH ('path' = ...))"
         )
         raise SourceError(msg)
-    source = (
-        "the SQL given with -e" if script is None else
-        "standard input" if script.name in ("-", "<stdin>") else script.name
-    )
-    results = Catalog(lake).run_script(text, complete_as_of=complete_as_of)
+    results = catalog.run_script(text, complete_as_of=complete_as_of)
     for number, node in enumerate(statements, start=1):
         shown = _shorten(node.sql(dialect=Flink, comments=False))
         step.doing = f"statement {number} of {source} ({shown})"
