@@ -8,10 +8,11 @@ row left rows up to `t + upper` (its interval's end). A run:
 - joins its new rows with the other input's state and with each other (new left × (state
   right + new right), state left × new right): each pair is emitted once, in the run that
   sees both rows, whatever the order of their runs;
-- emits an outer row that never matched, null-padded, once the watermark (both inputs',
+- emits an outer row that has no live match, null-padded, once the watermark (both inputs',
   the run's output watermark) has passed its interval's end, exactly once;
 - keeps the rows whose interval is still open (roles `left` and `right`; an outer side's
-  rows with `__ij_matched`), so state stays bounded on a long stream.
+  rows with `__ij_matches`, how many live rows each has met), so state stays bounded on a
+  long stream.
 
 A row that arrives when the run's starting watermark is already at or past its interval's
 end is not kept, as Flink does not cache it: it joins what the other input still holds
@@ -19,7 +20,7 @@ end is not kept, as Flink does not cache it: it joins what the other input still
 padded at once; it is counted (`closed_on_arrival_rows`), not sent to the side table. A row
 whose rowtime is null goes to the late-rows side table.
 
-The output is insert-only when both inputs are. An inner join may read updating inputs (a
+The output is insert-only when both inputs are. A join may read updating inputs (a
 retract stream, as Flink's retract semantics extend to it): a row's kind travels to the
 pairs it makes, a pair's sign the product of its rows' (`__ij_sign`), so a -U/-D of a row
 emits a -D of each pair it makes with the other input's rows within the bounds, the pairs
@@ -28,6 +29,14 @@ of its input's state, so later rows of the other input no longer meet it. The ou
 multiset without a key (`chronolake.lake.multisets`). A retraction arriving after its
 interval's end meets only what the other input still holds: pairs with rows already out
 of state stay, as a late row's pairs are missed.
+
+An outer row's live matches are the other input's rows it met, each counted by its sign,
+so a retracted match uncounts itself: a row whose matches were all retracted while its
+interval is open is padded when it closes. A row retracted while in state leaves it
+unpadded (its pairs retracted as above); a retraction that finds its row out of state and
+meets no row retracts the row's padded row (a -D the output drops if the row had matches
+instead). A row whose interval closed with matches is out of state, so retracting those
+matches later retracts no pair and pads nothing (Flink's regular outer join would pad it).
 """
 
 from __future__ import annotations
@@ -74,12 +83,16 @@ from chronolake.watermarks.watermark import LONG_MIN, Watermark
 
 LEFT_ROLE, RIGHT_ROLE = "left", "right"
 """The state tables of each input's rows whose interval is open."""
-MATCHED = "__ij_matched"
-"""Whether an outer side's row has joined a row yet (stored in its state)."""
+MATCHES = "__ij_matches"
+"""How many live rows an outer side's row has joined so far: the other input's rows it met,
+less those retracted since (stored in its state)."""
+_MATCHED_BEFORE = "__ij_matched"
+"""The flag state written before `__ij_matches` holds instead (one match or none)."""
 
 _NEW, _CLOSED, _END, _HIT = "__ij_new", "__ij_closed", "__ij_end", "__ij_hit"
 _BUCKET = "__ij_bucket"
 _VALUES, _NTH, _RETRACTED = "__ij_values", "__ij_nth", "__ij_retracted"
+_TAKES_BACK = "__ij_takes_back"
 _RETRACTIONS = (RowKind.UPDATE_BEFORE.value, RowKind.DELETE.value)
 _SIDE = "_late_side"
 
@@ -90,8 +103,8 @@ class _Side:
 
     rows: DataFrame
     """State rows then new rows: stored columns, `__ij_id`, `__ij_ms`, `__ij_end` (its
-    interval's end, ms), `__ij_new`, `__ij_closed` (arrived at or after that end) and
-    `__ij_matched`."""
+    interval's end, ms), `__ij_new`, `__ij_closed` (arrived at or after that end),
+    `__ij_matches` and `__ij_sign`."""
     stored: list[str]
     nulls: DataFrame
 
@@ -170,7 +183,8 @@ class IntervalJoinOperator(Operator):
                                     allowMissingColumns=True)
         late = reused(late)
         counts = count_figures({
-            **({"matched_pairs": matched} if outer else {}),
+            # pairs made, not their retractions, as an inner join's output figure counts
+            **({"matched_pairs": Where(matched, F.col(SIGN) > 0)} if outer else {}),
             "late_rows": late,
             **{f"{role}_{name}": where for role, side in sides.items()
                for name, where in side.figures().items()},
@@ -227,17 +241,19 @@ class IntervalJoinOperator(Operator):
         nulls = side_table_rows(new_rows.where(time.isNull()).drop(LATE_COLUMN),
                                 LateReason.NULL_ROWTIME)
         timed = without_annotations(new_rows.where(time.isNotNull()))
-        stored = list(timed.columns) + ([MATCHED] if outer else [])
+        stored = list(timed.columns) + ([MATCHES] if outer else [])
         millis = timestamp_millis(time, data_type)
         fresh = timed.select(
-            "*", F.lit(False).alias(MATCHED), F.lit(True).alias(_NEW),
+            "*", F.lit(0).cast("long").alias(MATCHES), F.lit(True).alias(_NEW),
             (F.lit(started) >= millis + end).alias(_CLOSED),
         )
         state = context.state(role)
         if state is not None:
-            matched = F.col(MATCHED) if MATCHED in state.columns else F.lit(False)
+            matches = (F.col(MATCHES) if MATCHES in state.columns
+                       else F.col(_MATCHED_BEFORE).cast("long")
+                       if _MATCHED_BEFORE in state.columns else F.lit(0).cast("long"))
             kept = state.select(*[F.col(f"`{c}`") for c in timed.columns],
-                                matched.alias(MATCHED), F.lit(False).alias(_NEW),
+                                matches.alias(MATCHES), F.lit(False).alias(_NEW),
                                 F.lit(False).alias(_CLOSED))
             fresh = kept.unionByName(fresh)
         retracting = self.retracting[role]
@@ -277,7 +293,7 @@ class _Settled:
     """One input's rows after this run's join: which stay in state, which are padded now."""
 
     rows: DataFrame
-    """The side's rows, `__ij_matched` updated with this run's matches (outer sides)."""
+    """The side's rows, `__ij_matches` updated with this run's matches (outer sides)."""
     keep: Column
     pads: Column | None
     """Which rows are padded now (None for an inner side)."""
@@ -307,34 +323,44 @@ def _settle(
 ) -> _Settled:
     """`side`'s rows with this run's matches. A row stays while its interval's end is at or
     after the watermark `ending` (and, `retracting`, it is an addition no retraction took
-    back); an outer row that never matched is padded when it leaves (or, closed on arrival,
-    at once)."""
+    back). An outer row is padded when it leaves (or, closed on arrival, at once) with no
+    live match: its matches (the other input's rows it met, each counted by that row's sign,
+    so a retracted match uncounts itself) add up to none. A retraction pads too, retracting
+    the padded row, when it takes back no row in this run (its row left state, padded or
+    matched) and meets no row; one that takes back a row of state, never padded, does not."""
     rows = side.rows
-    if outer:
-        hits = matched.select(F.col(id_column).alias(ROW_ID)).distinct().withColumn(
-            _HIT, F.lit(True))
-        rows = reused(rows.join(hits, on=ROW_ID, how="left").withColumn(
-            MATCHED, F.col(MATCHED) | F.coalesce(F.col(_HIT), F.lit(False))).drop(_HIT))
     keep = ~F.col(_CLOSED) & (F.col(_END) >= F.lit(ending))
     if retracting:
         rows = _retracted(rows, side.stored)
         keep = keep & ~F.col(_RETRACTED)
-    pads = ~keep & ~F.col(MATCHED) if outer else None
-    return _Settled(rows=rows, keep=keep, pads=pads, stored=side.stored)
+    if not outer:
+        return _Settled(rows=rows, keep=keep, pads=None, stored=side.stored)
+    # a pair's sign times its row's is the other row's sign: +1 a match, -1 one retracted
+    hits = matched.groupBy(F.col(id_column).alias(ROW_ID)).agg(F.sum(SIGN).alias(_HIT))
+    rows = reused(rows.join(hits, on=ROW_ID, how="left").withColumn(
+        MATCHES, F.col(MATCHES) + F.col(SIGN) * F.coalesce(F.col(_HIT), F.lit(0))).drop(_HIT))
+    alone = F.col(MATCHES) <= 0
+    if retracting:
+        alone = alone & F.when(F.col(SIGN) > 0, ~F.col(_RETRACTED)).otherwise(~F.col(_TAKES_BACK))
+    return _Settled(rows=rows, keep=keep, pads=~keep & alone, stored=side.stored)
 
 
 def _retracted(rows: DataFrame, stored: list[str]) -> DataFrame:
     """`rows` with `__ij_retracted`: a retraction, or one of the first (in arrival order) of
     the additions equal to a retraction, as many as its equal retractions (Flink's retract
-    of one equal row: equal rows are interchangeable, each meets the same rows)."""
-    values = values_hash([c for c in stored if c not in SYSTEM_COLUMNS and c != MATCHED])
+    of one equal row: equal rows are interchangeable, each meets the same rows); and
+    `__ij_takes_back`: a retraction with such an addition to take back (the first ones, as
+    many as its equal additions)."""
+    values = values_hash([c for c in stored if c not in SYSTEM_COLUMNS and c != MATCHES])
     rows = rows.withColumn(_VALUES, values)
-    retractions = F.sum(F.when(F.col(SIGN) < 0, 1).otherwise(0)).over(
-        Window.partitionBy(_VALUES))
+    by_values = Window.partitionBy(_VALUES)
+    retractions = F.sum(F.when(F.col(SIGN) < 0, 1).otherwise(0)).over(by_values)
+    additions = F.sum(F.when(F.col(SIGN) > 0, 1).otherwise(0)).over(by_values)
     nth = F.row_number().over(Window.partitionBy(_VALUES, SIGN).orderBy(ROW_ID))
-    return rows.withColumn(_NTH, nth).withColumn(
-        _RETRACTED, (F.col(SIGN) < 0) | (F.col(_NTH) <= retractions)
-    ).drop(_VALUES, _NTH)
+    return rows.withColumn(_NTH, nth).withColumns({
+        _RETRACTED: (F.col(SIGN) < 0) | (F.col(_NTH) <= retractions),
+        _TAKES_BACK: (F.col(SIGN) < 0) & (F.col(_NTH) <= additions),
+    }).drop(_VALUES, _NTH)
 
 
 def _visible(output: DataFrame, *, kinds: bool) -> DataFrame:

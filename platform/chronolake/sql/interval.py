@@ -28,7 +28,6 @@ from chronolake.schema import StartupMode, TableSpec, ViewSpec
 from chronolake.schema.dialect import canonical_sql, spark_sql
 from chronolake.schema.intervals import interval_millis, whole_millis
 from chronolake.schema.join_kind import JoinKind
-from chronolake.schema.options import ChangelogMode
 from chronolake.sql._names import relation_name
 from chronolake.sql.query import parse_query
 
@@ -136,7 +135,7 @@ def plan_interval_join(
             )
             raise DefinitionError(msg)
     bounds, others = _time_bounds(conjuncts, sides)
-    _check_time_attributes(sides, kind, where_)
+    _check_time_attributes(sides, where_)
     if not bounds:
         raise _not_time_attributes(conjuncts, sides, where_)
     lower, upper = _bounds(bounds, where_)
@@ -159,7 +158,8 @@ def joined_sql(
     """Spark SQL of the query over `left_view` and `right_view` joined `how` (INNER: on the
     condition, the time bounds in milliseconds and `on`; LEFT/RIGHT: on FALSE, null-padding
     every row), its SELECT list plus each joined row's identities (`__ij_lid`, `__ij_rid`), its
-    sign (`__ij_sign`) and, for an outer join's WHERE, whether the row passes it (`__ij_keep`)."""
+    sign (`__ij_sign`, the product of its rows'; a padded row's is its preserved row's) and,
+    for an outer join's WHERE, whether the row passes it (`__ij_keep`)."""
     tree = parse_query(plan.query)
     assert isinstance(tree, exp.Select)
     left, right = plan.left_alias, plan.right_alias
@@ -176,11 +176,17 @@ def joined_sql(
                                 if how != "INNER" else None, on=condition)])
     tree.set("where", None)
     tree.select(exp.column(ROW_ID, left).as_(LEFT_ID), exp.column(ROW_ID, right).as_(RIGHT_ID),
-                exp.Mul(this=exp.column(SIGN, left), expression=exp.column(SIGN, right)).as_(SIGN),
+                exp.Mul(this=_sign(left), expression=_sign(right)).as_(SIGN),
                 copy=False)
     if plan.where is not None:
         tree.select(exp.paren(parse_condition(plan.where)).as_(KEEP), copy=False)
     return spark_sql(tree)
+
+
+def _sign(alias: str) -> exp.Expr:
+    """A joined row's sign from the input `alias`: one where the input is null-padded, so a
+    padded row takes its preserved row's sign."""
+    return exp.func("COALESCE", exp.column(SIGN, alias), exp.Literal.number(1))
 
 
 def parse_condition(condition: str) -> exp.Expr:
@@ -396,11 +402,9 @@ def _spec(specs: Mapping[str, Spec], table: exp.Table, where_: str) -> Spec:
     return spec
 
 
-def _check_time_attributes(
-    sides: dict[str, tuple[str, Spec]], kind: JoinKind, where_: str
-) -> None:
-    """Both inputs follow event time; an outer join's are insert-only (an inner join's may
-    retract: `chronolake.runtime.interval_operator`)."""
+def _check_time_attributes(sides: dict[str, tuple[str, Spec]], where_: str) -> None:
+    """Both inputs follow event time (either may retract:
+    `chronolake.runtime.interval_operator`)."""
     for alias, spec in sides.values():
         if isinstance(spec, TableSpec) and spec.watermark is not None and (
             spec.options.startup_mode is StartupMode.SNAPSHOT_THEN_CHANGELOG
@@ -409,17 +413,6 @@ def _check_time_attributes(
                 f"{where_}: {spec.name!r} ({alias}) is read 'snapshot-then-changelog', which "
                 "follows processing time; an event-time interval join needs both inputs to "
                 "follow their rowtime: drop 'scan.startup.mode'"
-            )
-            raise DefinitionError(msg)
-        if kind is not JoinKind.INNER and (spec.updating if isinstance(spec, ViewSpec) else (
-            spec.options.changelog is not ChangelogMode.APPEND
-        )):
-            msg = (
-                f"{where_}: a {kind.value.upper()} interval join doesn't support consuming "
-                f"update and delete changes, which {spec.name!r} ({alias}) produces: a row "
-                "retracted after its null-padded row was emitted would have to take that row "
-                "back; make the join INNER, or join insert-only inputs (an append-only table, "
-                "or a keep-first deduplication of the updating one)"
             )
             raise DefinitionError(msg)
 

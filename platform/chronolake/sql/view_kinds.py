@@ -18,7 +18,7 @@ carries, as Flink's operators do:
   `valid_from` out of a history, when the SELECT keeps it;
 - a *changelog mode*: updating (its changes hold -U/+U/-D) when its input is,
   through a temporal join (without a probe key, a retract stream: a multiset whose
-  retractions take back an equal row, `chronolake.lake.multisets`) or an inner interval
+  retractions take back an equal row, `chronolake.lake.multisets`) or an interval
   join (a retract stream: it has no key); insert-only out of a window aggregate; updating
   out of a keep-last deduplication, insert-only out of a keep-first one; updating
   out of a history.
@@ -197,7 +197,7 @@ def _through_plain_view(view: ViewSpec, select: exp.Select, catalog: Catalog) ->
 
 def _out_of_interval_join(view: ViewSpec, select: exp.Select, catalog: Catalog) -> ViewSpec:
     """An interval join's output (checked with Flink's rules): no key; insert-only, or, when
-    an input of an inner join is updating, a retract stream (a multiset). Flink keeps both
+    an input is updating, a retract stream (a multiset). Flink keeps both
     inputs' rowtimes as time attributes; a table has one: the preserved side's (the right's
     for a RIGHT JOIN, else the left's) when the SELECT keeps it, else the other's."""
     plan = plan_interval_join(view.query, catalog, view=view.name)
