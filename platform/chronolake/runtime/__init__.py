@@ -9,12 +9,6 @@ rebuilds one from scratch; each reports a `RunResult`.
 
 from __future__ import annotations
 
-from chronolake.catalog.checkpoint import (
-    Checkpoint,
-    CheckpointStore,
-    InputPosition,
-    RunIntent,
-)
 from chronolake.runtime.derived import DerivedTable, RunPlan
 from chronolake.runtime.refresh import full_refresh
 from chronolake.runtime.result import RunResult, RunStatus, TickReport
@@ -22,12 +16,8 @@ from chronolake.runtime.source_checks import OverwritePolicy
 from chronolake.runtime.views import materialize_view
 
 __all__ = [
-    "Checkpoint",
-    "CheckpointStore",
     "DerivedTable",
-    "InputPosition",
     "OverwritePolicy",
-    "RunIntent",
     "RunPlan",
     "RunResult",
     "RunStatus",
