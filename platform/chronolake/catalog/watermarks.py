@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from chronolake.catalog.checkpoint import CheckpointStore
+from chronolake.catalog.checkpoint import Checkpoint, CheckpointStore
 from chronolake.catalog.entry import CatalogEntry
 from chronolake.lake.layout import output_path, table_location
 from chronolake.lake.stamps import stamped_watermark
@@ -41,16 +41,29 @@ def current_watermarks(
     """The watermark of every entry of `entries` (by their keys); an empty `CurrentWatermark`
     for a table without a watermark, a view that has not run, or a source no run read yet."""
     watermarks: dict[str, CurrentWatermark] = {}
+    checkpoints: list[tuple[str, Checkpoint]] | None = None  # read once, when first needed
     for name, entry in entries.items():
         spec = entry.spec
         if entry.kind == "view":
             watermarks[name] = _view_watermark(root, spec.name)
         elif isinstance(spec, TableSpec) and spec.watermark is not None:
-            watermarks[name] = (_from_statistics(root, spec)
-                                or _from_last_run(root, spec.name, entries))
+            found = _from_statistics(root, spec)
+            if found is None:
+                if checkpoints is None:
+                    checkpoints = _latest_checkpoints(root, entries)
+                found = _from_last_run(spec.name, checkpoints)
+            watermarks[name] = found
         else:
             watermarks[name] = CurrentWatermark()
     return watermarks
+
+
+def _latest_checkpoints(
+    root: Location, entries: Mapping[str, CatalogEntry]
+) -> list[tuple[str, Checkpoint]]:
+    """Each view's name and its latest checkpoint."""
+    return [(entry.spec.name, CheckpointStore.of(root, entry.spec.name).latest())
+            for entry in entries.values() if entry.kind == "view"]
 
 
 def _view_watermark(root: Location, name: str) -> CurrentWatermark:
@@ -76,21 +89,16 @@ def _from_statistics(root: Location, spec: TableSpec) -> CurrentWatermark | None
     return None if watermark is None else CurrentWatermark(watermark, FROM_FILE_STATISTICS)
 
 
-def _from_last_run(
-    root: Location, table: str, entries: Mapping[str, CatalogEntry]
-) -> CurrentWatermark:
+def _from_last_run(table: str, checkpoints: list[tuple[str, Checkpoint]]) -> CurrentWatermark:
     """The source watermark the latest run of a view reading `table` held (its checkpoint)."""
     latest: tuple[float, str, int] | None = None
-    for entry in entries.values():
-        if entry.kind != "view":
-            continue
-        checkpoint = CheckpointStore.of(root, entry.spec.name).latest()
+    for view, checkpoint in checkpoints:
         held = [position.watermarks.watermark for input_name, position in
                 checkpoint.inputs.items() if input_name.lower() == table.lower()]
         held = [watermark for watermark in held if watermark != LONG_MIN]
         finished = checkpoint.finished_at or 0.0
         if held and (latest is None or finished > latest[0]):
-            latest = (finished, entry.spec.name, max(held))
+            latest = (finished, view, max(held))
     if latest is None:
         return CurrentWatermark()
     _, view, watermark = latest
