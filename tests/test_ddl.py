@@ -271,7 +271,7 @@ TABLE_ERRORS = [
     ("CREATE TABLE t (a INT, UNIQUE (a)) " + DELTA, r"UNIQUE \(a\) is not supported"),
     ("CREATE TABLE t AS SELECT 1 AS a", r"CREATE TABLE needs a column list"),
     ("CREATE TABLE t (a INT) PARTITIONED BY (a) " + DELTA,
-     r"PARTITIONED_BY=\(a\) is not supported; a table's only clause after the column list is "
+     r"PARTITIONED_BY=\(a\) is not supported; the only clause after the name or column list is "
      r"WITH"),
     ("CREATE TABLE t (a INT) " + DELTA + " ; CREATE FUNCTION f AS 'x'",
      r"CREATE FUNCTION is not supported"),

@@ -36,6 +36,7 @@ from chronolake.schema.dialect import (
     timestamp_precision,
 )
 from chronolake.schema.options import DeltaOptions
+from chronolake.schema.time_options import TimeOptions
 
 WATERMARK_PROPERTY_PREFIX = "schema.watermark"
 
@@ -200,6 +201,10 @@ class TableSpec(_Frozen):
     watermark: WatermarkSpec | None = Field(None, description="The rowtime attribute, if any.")
     primary_key: tuple[str, ...] = Field((), description="PRIMARY KEY (...) NOT ENFORCED.")
     options: DeltaOptions = Field(..., description="Connector options (WITH ...).")
+    time: TimeOptions = Field(
+        default_factory=TimeOptions,
+        description="Time partitions and freshness (WITH 'partition.time.*', 'freshness.*').",
+    )
     derived: bool = Field(
         False,
         description="The output of a derived view read as a source: its watermark is the one "
@@ -243,7 +248,7 @@ class TableSpec(_Frozen):
 
     def properties(self) -> dict[str, str]:
         """Options plus the FLIP-66 watermark properties: the table as a property map."""
-        properties = self.options.to_map()
+        properties = self.options.to_map() | self.time.to_map()
         if self.watermark:
             properties |= self.watermark.to_properties()
         return properties
@@ -468,6 +473,10 @@ class ViewSpec(_Frozen):
         None,
         description="Its kind, told from its query once, when it is registered "
         "(`chronolake.sql.view_kinds`); None in a catalog written before it was recorded.",
+    )
+    time: TimeOptions = Field(
+        default_factory=TimeOptions,
+        description="Time partitions and freshness: `CREATE VIEW v WITH (...) AS SELECT`.",
     )
 
     _query = field_validator("query")(classmethod(lambda cls, v: normalize_expression(v)))

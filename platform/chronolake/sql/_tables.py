@@ -16,7 +16,9 @@ from chronolake.schema import (
     WatermarkSpec,
 )
 from chronolake.schema.dialect import Flink, MetadataColumnConstraint, canonical_sql, normalize_type
+from chronolake.schema.time_options import TimeOptions
 from chronolake.sql._names import relation_name
+from chronolake.sql.time_partitions import partitioned_on
 
 Column = PhysicalColumn | ComputedColumn | MetadataColumn
 # Constraints Flink accepts on a column that change nothing for a Delta source.
@@ -59,17 +61,21 @@ def table_spec(create: exp.Create) -> TableSpec:
     if len(keys) > 1:
         msg = f"table {name!r}: more than one PRIMARY KEY; declare a single PRIMARY KEY (a, b)"
         raise DefinitionError(msg)
+    time, connector = TimeOptions.split(with_options(create, f"table {name!r}"),
+                                        owner=f"table {name!r}")
     try:
-        return TableSpec(
+        spec = TableSpec(
             name=name,
             columns=tuple(columns),
             watermark=watermarks[0] if watermarks else None,
             primary_key=keys[0] if keys else (),
-            options=DeltaOptions.from_map(_options(create, name), table=name),
+            options=DeltaOptions.from_map(connector, table=name),
+            time=time,
         )
     except ValidationError as error:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
         raise DefinitionError(f"table {name!r}: {problems}") from None
+    return spec.model_copy(update={"time": partitioned_on(spec, time)})
 
 
 def _column(table: str, definition: exp.ColumnDef) -> tuple[Column, tuple[str, ...] | None]:
@@ -164,7 +170,8 @@ def _require_not_enforced(table: str, key: exp.Expr, written: str) -> None:
         raise DefinitionError(msg)
 
 
-def _options(create: exp.Create, table: str) -> dict[str, str]:
+def with_options(create: exp.Create, owner: str) -> dict[str, str]:
+    """The `WITH ('key' = 'value', ...)` map of a CREATE; `owner` names it in errors."""
     options: dict[str, str] = {}
     properties = create.args.get("properties")
     for prop in properties.expressions if properties else []:
@@ -172,15 +179,15 @@ def _options(create: exp.Create, table: str) -> dict[str, str]:
             continue
         if not isinstance(prop, exp.Property) or not _is_string(prop.this):
             msg = (
-                f"table {table!r}: {canonical_sql(prop)} is not supported; a table's only "
-                "clause after the column list is WITH ('key' = 'value', ...)"
+                f"{owner}: {canonical_sql(prop)} is not supported; the only clause after "
+                "the name or column list is WITH ('key' = 'value', ...)"
             )
             raise DefinitionError(msg)
         key = prop.this
         value: exp.Expr = prop.args["value"]  # the parser requires one: 'key' = value
         if not _is_string(value):
             msg = (
-                f"table {table!r}: option {key.name!r} = {canonical_sql(value)}: values are "
+                f"{owner}: option {key.name!r} = {canonical_sql(value)}: values are "
                 f"quoted strings, e.g. '{key.name}' = '...'"
             )
             raise DefinitionError(msg)

@@ -18,8 +18,11 @@ from sqlglot import exp
 from chronolake.errors import DefinitionError
 from chronolake.schema.dialect import canonical_sql
 from chronolake.schema.spec import DeduplicationSpec, KeepRow, TableSpec, ViewSpec
+from chronolake.schema.time_options import TimeOptions, known_time_keys
 from chronolake.sql._names import lookup, relation_name
+from chronolake.sql._tables import with_options
 from chronolake.sql.resolve import resolve_view
+from chronolake.sql.time_partitions import partitioned_on
 from chronolake.sql.view_kinds import check_current_watermark, derived_view, with_kind
 
 Catalog = Mapping[str, TableSpec | ViewSpec]
@@ -47,6 +50,16 @@ def view_spec(create: exp.Create, catalog: Catalog) -> ViewSpec:
         msg = f"view {name!r}: expected CREATE VIEW {name} AS SELECT ..."
         raise DefinitionError(msg)
     resolve_view(name, query, catalog)
+    time, rest = TimeOptions.split(with_options(create, f"view {name!r}"), owner=f"view {name!r}")
+    if rest:
+        msg = (f"view {name!r}: option(s) {', '.join(map(repr, sorted(rest)))} are a table's; "
+               f"a view's WITH options are its time options: {', '.join(known_time_keys())}")
+        raise DefinitionError(msg)
+    spec = _spec(name, query, catalog)
+    return spec.model_copy(update={"time": partitioned_on(spec, time)})
+
+
+def _spec(name: str, query: exp.Query, catalog: Catalog) -> ViewSpec:
     deduplication = _deduplication(query, catalog)
     spec = ViewSpec(name=name, query=canonical_sql(query))
     if deduplication is None:
