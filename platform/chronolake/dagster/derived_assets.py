@@ -29,6 +29,7 @@ from dagster import (
     AssetCheckResult,
     AssetKey,
     AssetsDefinition,
+    BackfillPolicy,
     BetaWarning,
     GraphIn,
     GraphOut,
@@ -50,6 +51,7 @@ from chronolake.dagster.checks import RUN_CHECKS, run_check_results, run_check_s
 from chronolake.dagster.config import RunConfig
 from chronolake.dagster.handoff import HANDOFF_IO_MANAGER_KEY, run_handoff_io_manager
 from chronolake.dagster.metadata import run_metadata, shown_watermark
+from chronolake.dagster.partitions import asset_partitions
 from chronolake.dagster.resources import LakeResource
 from chronolake.dagster.spark_jobs import StageCost, counted_stage
 from chronolake.runtime.derived import DerivedTable, RunPlan
@@ -284,4 +286,6 @@ def derived_asset(
             tags_by_output_name={_RESULT: {"dagster/kind/spark": "", "dagster/kind/delta": ""}},
             check_specs=run_check_specs(spec.name),
             resource_defs={HANDOFF_IO_MANAGER_KEY: run_handoff_io_manager},
+            partitions_def=asset_partitions(spec),
+            backfill_policy=BackfillPolicy.single_run() if spec.time.partitions else None,
         )
