@@ -28,6 +28,8 @@ from typing import Any
 from dagster import (
     AssetCheckResult,
     AssetKey,
+    AssetMaterialization,
+    AssetObservation,
     AssetsDefinition,
     BackfillPolicy,
     BetaWarning,
@@ -51,7 +53,7 @@ from chronolake.dagster.checks import RUN_CHECKS, run_check_results, run_check_s
 from chronolake.dagster.config import RunConfig
 from chronolake.dagster.handoff import HANDOFF_IO_MANAGER_KEY, run_handoff_io_manager
 from chronolake.dagster.metadata import run_metadata, shown_watermark
-from chronolake.dagster.partitions import asset_partitions
+from chronolake.dagster.partitions import asset_partitions, committed_partitions
 from chronolake.dagster.resources import LakeResource
 from chronolake.dagster.spark_jobs import StageCost, counted_stage
 from chronolake.runtime.derived import DerivedTable, RunPlan
@@ -192,19 +194,20 @@ OPERATOR_OPS = {
 none is missing)."""
 
 _CHECK_OUTS = {name: Out(Nothing) for name in RUN_CHECKS}
+_OPTIONAL = Out(Nothing, is_required=False)  # a partitioned table records its partitions
 
 
 @op(
     name=COMMIT_STAGE,
     ins={"run": In(description="The run so far (in memory).")},
-    out={_RESULT: Out(Nothing), **_CHECK_OUTS},
+    out={_RESULT: _OPTIONAL, **_CHECK_OUTS},
     description="Write output, late rows, state and checkpoint exactly once (under the run "
     "lock; refused when another run committed meanwhile), then record the run's metadata "
     "and evaluate its checks.",
 )
 def commit(
     context: OpExecutionContext, run: StagedRun, lake: LakeResource
-) -> Iterator[Output | AssetCheckResult]:
+) -> Iterator[Output | AssetObservation | AssetMaterialization | AssetCheckResult]:
     derived = run.derived
     with run.stage(context, COMMIT_STAGE):
         if run.plan is None or run.step is None:
@@ -217,7 +220,12 @@ def commit(
     with run.stage(context, METADATA_STAGE):
         checks = run_check_results(context.instance, derived.catalog, lake, result)
         metadata = run_metadata(result, derived.output_path)
-    yield Output(None, _RESULT, metadata=metadata | _cost_metadata(run, result))
+    metadata |= _cost_metadata(run, result)
+    if derived.view.time.partitions is None:
+        yield Output(None, _RESULT, metadata=metadata)
+    else:  # its partitions, as the commit stamped them; never the ones a launch targeted
+        yield AssetObservation(asset_key=AssetKey(derived.name), metadata=metadata)
+        yield from committed_partitions(derived.name, derived.output_path, result.output_version)
     yield from checks
 
 

@@ -1,20 +1,121 @@
 """A partitioned table's Dagster partitions, and the partitions its commits completed.
 
-A run does not target partitions: it brings its table up to date. Each commit stamps the
-partitions it completed or changed (`chronolake.lake.stamps`), and these become one
-materialization per partition, recorded by the run that committed or, for commits made
-outside Dagster, by the reconciling sensor: the lake is the truth.
+A run does not target partitions: it brings its table up to date, whichever partition or
+backfill launched it. Each commit stamps the partitions it completed or changed
+(`chronolake.lake.stamps`); they become one materialization per partition, recorded by the
+run that committed or, for commits made outside Dagster (`chronolake run`, a notebook), by
+the reconciling sensor. The lake is the truth: a partition the watermark has not completed
+is never recorded, and one a later commit changed is recorded again with its changes.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: Dagster reads the `context` annotation at
+# definition time and refuses a string.
 
-from dagster import TimeWindowPartitionsDefinition
+import json
+from collections.abc import Iterable
+from typing import Any
 
+from dagster import (
+    AssetKey,
+    AssetMaterialization,
+    DagsterInstance,
+    DefaultSensorStatus,
+    MetadataValue,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    TimeWindowPartitionsDefinition,
+    sensor,
+)
+
+from chronolake.dagster.declaring import served_specs
+from chronolake.lake.layout import output_path
+from chronolake.lake.stamps import PartitionFigures, Stamp, logged_stamps
+from chronolake.lake.tables import is_table
+from chronolake.location import Location
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.watermarks.partitions import partitions_definition
+
+DELTA_VERSION = "chronolake/delta_version"
+RECONCILE_SENSOR = "reconcile_partitions"
 
 
 def asset_partitions(spec: TableSpec | ViewSpec) -> TimeWindowPartitionsDefinition | None:
     """The time window partitions `spec` declares (None: not partitioned)."""
     partitions = spec.time.partitions
     return None if partitions is None else partitions_definition(partitions)
+
+
+def partition_materializations(name: str, stamps: Iterable[Stamp]) -> list[AssetMaterialization]:
+    """One materialization per partition that `stamps` (a table's commits) completed or
+    changed, oldest commit first."""
+    return [
+        AssetMaterialization(asset_key=AssetKey(name), partition=figures.key,
+                             metadata=_metadata(stamp, figures))
+        for stamp in stamps for figures in stamp.partitions if figures.materialized
+    ]
+
+
+def _metadata(stamp: Stamp, figures: PartitionFigures) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "dagster/row_count": figures.rows,
+        "late_rows": figures.late_rows,
+        "chronolake/partition": "completed" if figures.completed else "changed",
+        DELTA_VERSION: stamp.version,
+        **{kind: figures.changes.get(kind, 0) for kind in ("+I", "-U", "+U", "-D")},
+    }
+    if stamp.watermark_ms is not None:
+        metadata["chronolake/watermark"] = MetadataValue.timestamp(stamp.watermark_ms / 1000)
+    return metadata
+
+
+def committed_partitions(name: str, path: Location, version: int | None
+                         ) -> list[AssetMaterialization]:
+    """The materializations of the partitions commit `version` of table `name` completed or
+    changed (none when the run committed nothing)."""
+    if version is None:
+        return []
+    stamps = [stamp for stamp in logged_stamps(path, version) if stamp.version == version]
+    return partition_materializations(name, stamps)
+
+
+def recorded_version(instance: DagsterInstance, name: str) -> int:
+    """The latest Delta version whose partitions Dagster recorded for table `name` (-1: none)."""
+    event = instance.get_latest_materialization_event(AssetKey(name))
+    materialization = event.asset_materialization if event else None
+    value = materialization.metadata.get(DELTA_VERSION) if materialization else None
+    version = getattr(value, "value", None)
+    return version if isinstance(version, int) else -1
+
+
+def reconcile_sensor(
+    root: Location, specs: Iterable[TableSpec | ViewSpec] | None = None, *,
+    minimum_interval_seconds: int = 30,
+) -> SensorDefinition:
+    """The sensor that records, from the stamps in the lake alone, the partitions completed or
+    changed by commits Dagster has not recorded (runless events; it reads Delta logs, no
+    Spark). On by default: it launches nothing, it records what is true."""
+    tables = {spec.name: output_path(root, spec.name) for spec in served_specs(root, specs)
+              if isinstance(spec, ViewSpec) and spec.time.partitions is not None}
+
+    @sensor(
+        name=RECONCILE_SENSOR, minimum_interval_seconds=minimum_interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING,
+        description="Record the time partitions that commits made outside Dagster completed "
+        "or changed, from the watermarks and figures each commit stamped in the lake.",
+    )
+    def _reconcile(context: SensorEvaluationContext) -> SensorResult:
+        seen: dict[str, int] = json.loads(context.cursor) if context.cursor else {}
+        events: list[AssetMaterialization] = []
+        for name, path in tables.items():
+            if not is_table(path):
+                continue
+            since = max(seen.get(name, -1), recorded_version(context.instance, name)) + 1
+            stamps = logged_stamps(path, since)
+            events += partition_materializations(name, stamps)
+            if stamps:
+                seen[name] = stamps[-1].version
+        skipped = None if events else "every completed or changed partition is recorded"
+        return SensorResult(asset_events=events, cursor=json.dumps(seen), skip_reason=skipped)
+
+    return _reconcile

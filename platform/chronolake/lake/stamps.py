@@ -11,6 +11,10 @@ Every commit of a derived table carries, in its Delta `commitInfo`:
   keep only the latest runs' positions; this keeps every commit's, so a read complete as
   of a watermark (`chronolake.catalog.complete_as_of`) finds the sources' versions.
 
+- `chronolake.partitions`: for a table with time partitions, each partition the commit
+  completed or changed once complete, with its figures (`PartitionFigures`), as a JSON
+  object by partition key; Dagster records them as materialized from this alone.
+
 Absent watermark keys mean no watermark yet (nothing reached); absent input versions, a
 commit written before chronolake recorded them. A reader downstream takes an input's
 watermark from the latest commit it consumed, never from the data.
@@ -19,7 +23,7 @@ watermark from the latest commit it consumed, never from the data.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +38,31 @@ from chronolake.location import LocationLike
 WATERMARK_KEY = "chronolake.watermark"
 WATERMARK_MILLIS_KEY = "chronolake.watermarkMillis"
 INPUT_VERSIONS_KEY = "chronolake.inputVersions"
+PARTITIONS_KEY = "chronolake.partitions"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFigures:
+    """What one commit did to one time partition of its table."""
+
+    key: str
+    """The partition's key, as Dagster names it (`2026-11-02-10:00`)."""
+    completed: bool
+    """Whether this commit completed it (else it changed a partition complete before)."""
+    rows: int
+    """Its rows after the commit."""
+    late_rows: int
+    """Rows of its time sent to the late side table, all commits so far."""
+    new_late_rows: int
+    """Of those, this commit's."""
+    changes: Mapping[str, int]
+    """This commit's changes to its rows, by row kind (`+I`, `-U`, `+U`, `-D`)."""
+
+    @property
+    def materialized(self) -> bool:
+        """Whether the partition is recorded (again) for this commit: it completed, or its
+        rows changed; late rows alone change no row."""
+        return self.completed or any(self.changes.values())
 
 
 def watermark_stamp(watermark_ms: int | None) -> dict[str, str]:
@@ -50,6 +79,37 @@ def watermark_stamp(watermark_ms: int | None) -> dict[str, str]:
 def input_versions_stamp(versions: Mapping[str, int]) -> dict[str, str]:
     """The commitInfo entry recording the input versions a run had consumed, by table."""
     return {INPUT_VERSIONS_KEY: json.dumps(dict(sorted(versions.items())))}
+
+
+def partitions_stamp(figures: Sequence[PartitionFigures]) -> dict[str, str]:
+    """The commitInfo entry recording what a commit did to its partitions (none: nothing)."""
+    if not figures:
+        return {}
+    document = {  # zeros left out: a catch-up completes many empty partitions
+        item.key: {name: value for name, value in (
+            ("completed", item.completed), ("rows", item.rows), ("lateRows", item.late_rows),
+            ("newLateRows", item.new_late_rows),
+            ("changes", {kind: n for kind, n in item.changes.items() if n}),
+        ) if value}
+        for item in figures
+    }
+    return {PARTITIONS_KEY: json.dumps(document)}
+
+
+def stamped_partitions(info: Mapping[str, object]) -> list[PartitionFigures]:
+    """The partitions a commit's info recorded, in key order (none for a commit that
+    recorded none)."""
+    document = _stamped(info, PARTITIONS_KEY)
+    if document is None:
+        return []
+    return [
+        PartitionFigures(
+            key=key, completed=bool(item.get("completed")), rows=int(item.get("rows", 0)),
+            late_rows=int(item.get("lateRows", 0)), new_late_rows=int(item.get("newLateRows", 0)),
+            changes={kind: int(n) for kind, n in item.get("changes", {}).items()},
+        )
+        for key, item in json.loads(str(document)).items()
+    ]
 
 
 def stamped_watermark(info: Mapping[str, object]) -> int | None:
@@ -96,16 +156,19 @@ class Stamp:
     version: int
     watermark_ms: int | None
     input_versions: Mapping[str, int] | None
+    partitions: Sequence[PartitionFigures] = ()
 
 
-def logged_stamps(path: LocationLike) -> list[Stamp]:
-    """What each commit of a derived table still in its Delta log recorded, oldest first
-    (commits log cleanup removed are left out): one read of the log, no Spark."""
+def logged_stamps(path: LocationLike, since: int = 0) -> list[Stamp]:
+    """What each commit of a derived table still in its Delta log recorded, from version
+    `since` on, oldest first (commits log cleanup removed are left out): one read of the
+    log, no Spark."""
     table = Storage(path)
     latest = latest_version(table)
-    commits = read_commits(table, range(latest + 1)) if latest is not None else {}
+    commits = read_commits(table, range(since, latest + 1)) if latest is not None else {}
     return [
-        Stamp(version, stamped_watermark(commit.info), stamped_input_versions(commit.info))
+        Stamp(version, stamped_watermark(commit.info), stamped_input_versions(commit.info),
+              stamped_partitions(commit.info))
         for version, commit in sorted(commits.items())
     ]
 

@@ -38,7 +38,7 @@ from chronolake.lake.changelog import SYSTEM_COLUMNS, RowKind
 from chronolake.lake.layout import history_path, late_path, lock_dir, output_path
 from chronolake.lake.lock import run_lock
 from chronolake.lake.multisets import ROW_IDENTITY, row_changes
-from chronolake.lake.stamps import input_versions_stamp, watermark_stamp
+from chronolake.lake.stamps import input_versions_stamp, partitions_stamp, watermark_stamp
 from chronolake.lake.upserts import final_rows
 from chronolake.location import Location
 from chronolake.runtime.attempt import RunPlan, begin_writing, pass_commit_point
@@ -55,6 +55,7 @@ from chronolake.runtime.inputs import (
 from chronolake.runtime.operator import OUTPUT, RunContext, Step, as_changes
 from chronolake.runtime.operators import operator_for
 from chronolake.runtime.output_figures import KIND_FIGURES, OutputFigures
+from chronolake.runtime.partition_figures import partition_figures
 from chronolake.runtime.result import RunResult, RunStatus
 from chronolake.runtime.reuse import reused
 from chronolake.runtime.source_checks import (
@@ -395,8 +396,9 @@ class DerivedTable:
             return backend.append_dataframe(frame, path, app_id=app_id, app_version=run)
 
         changes = as_changes(step.output)
-        if self.view.updating:  # read twice: counted, then applied
+        if self.view.updating or self.view.time.partitions:  # read twice: counted, applied
             changes = reused(changes)
+        stamp = {**stamp, **self._partitions_stamp(plan, step, changes, replace=replace)}
         counts = OutputFigures(changes, step.output_figures)
         version: int | None  # None: a retried run's commit was already in the table
         if self.view.updating:  # the kinds decide how the changes are applied: counted first
@@ -450,6 +452,29 @@ class DerivedTable:
         fault_point(FaultPoint.AFTER_STATE)
         fault_point(FaultPoint.BEFORE_CHECKPOINT)
         return version, {**figures, **step.tallied.written(written)}
+
+    def _partitions_stamp(self, plan: RunPlan, step: Step, changes: DataFrame, *,
+                          replace: bool) -> dict[str, str]:
+        """The stamp of the time partitions this commit completes or changes (none for a
+        table without partitions): `chronolake.runtime.partition_figures`."""
+        partitions = self.view.time.partitions
+        if partitions is None:
+            return {}
+        backend = self.catalog.backend
+
+        def held(path: Location) -> DataFrame | None:
+            kept = not replace and backend.is_delta_table(path)
+            return backend.snapshot(path) if kept else None
+
+        late_column = next((spec.rowtime for spec in self.operator.inputs
+                            if spec.rowtime and spec.rowtime in step.late.columns), None)
+        return partitions_stamp(partition_figures(
+            self.catalog.spark, partitions, self.operator.windows,
+            before_ms=self._output_watermark(plan.base.watermark),
+            after_ms=self._output_watermark(step.watermark_ms),
+            changes=changes, late=step.late, late_column=late_column,
+            stored=held(self.output_path), stored_late=held(self.late_path),
+        ))
 
     def _as_rows(self, changes: DataFrame, *, replace: bool) -> DataFrame:
         """A retract stream's changes as keyed changes of the stored multiset (none for a

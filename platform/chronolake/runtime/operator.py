@@ -23,6 +23,7 @@ from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.result import TickReport
 from chronolake.runtime.tally import Tally
 from chronolake.schema import TableSpec
+from chronolake.schema.windows import Windows
 from chronolake.watermarks.assigner import LATE_COLUMN, WATERMARK_COLUMN
 from chronolake.watermarks.watermark import Watermark
 
@@ -125,6 +126,10 @@ class Operator(ABC):
     """How far the output's watermark trails the operator's: an interval join emits rows up
     to that far behind its inputs' watermark (Flink's max output delay), so its output's
     watermark is held back by as much, and downstream finds none of them late."""
+    windows: Windows | None = None
+    """A window aggregate's windows: a partition of its `window_start` completes once the
+    watermark passes the end of the last window starting in it
+    (`chronolake.watermarks.partitions`)."""
     clock_driven: bool = False
     """Whether the clock alone can release held rows (windows closing by processing time),
     so a run is due even when no input moved."""

@@ -44,7 +44,7 @@ from chronolake.runtime.operator import (
     count_figures,
 )
 from chronolake.schema import ViewSpec
-from chronolake.schema.windows import WINDOW_COLUMNS
+from chronolake.schema.windows import WINDOW_COLUMNS, Windows
 from chronolake.sql.current_watermark import (
     FUNCTION,
     ROW_WATERMARK,
@@ -100,7 +100,7 @@ class WindowAggregateOperator(Operator):
         self.inputs = (self.source,)
         self.event_time = self.plan.event_time
         self.clock_driven = not self.event_time
-        self.windows = self.plan.windows
+        self.windows: Windows = self.plan.windows
         self.updating = is_updating(self.source)
         if self.updating and self.plan.rows:
             msg = (

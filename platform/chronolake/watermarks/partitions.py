@@ -75,6 +75,11 @@ def windows_between(partitions: TimePartitions, start_ms: int, end_ms: int
     ]
 
 
+def first_start_ms(partitions: TimePartitions) -> int:
+    """The first partition's start instant."""
+    return _millis(partitions_definition(partitions).start)
+
+
 def completed_at(window: PartitionWindow, windows: Windows | None) -> int:
     """The watermark that completes `window`: its end; for a window aggregate partitioned by
     `window_start`, the end of the last window that starts inside it."""
@@ -92,7 +97,7 @@ def newly_complete(
 ) -> list[PartitionWindow]:
     """The partitions a watermark's move from `before_ms` (None: none yet) to `after_ms`
     completes, oldest first."""
-    start = _millis(partitions_definition(partitions).start)
+    start = first_start_ms(partitions)
     lower = start if before_ms is None else max(before_ms - _reach(windows), start)
     return [
         window for window in windows_between(partitions, lower, after_ms)
