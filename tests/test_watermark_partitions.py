@@ -1,0 +1,179 @@
+"""Dagster partitions that the watermark completes (issue 40, items 1 and 3): a run records
+exactly the partitions its commit's stamped watermark closed, whichever partition launched
+it; a later change to a complete partition records it again with its change counts; commits
+made outside Dagster are recorded by the reconciling sensor."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from dagster import (
+    AssetKey,
+    DagsterEventType,
+    DagsterInstance,
+    Definitions,
+    EventRecordsFilter,
+    build_sensor_context,
+    in_process_executor,
+)
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from chronolake import Catalog
+from chronolake.dagster import LakeResource, chronolake_assets, local_pyspark_resource
+from chronolake.dagster.partitions import reconcile_sensor
+from chronolake.demo.lake import DEMO_START, build_demo_lake, correct_orders, feed_demo_lake
+from chronolake.errors import DefinitionError
+from chronolake.lake.layout import output_path
+from chronolake.lake.stamps import latest_recorded_watermark
+from chronolake.runtime.derived import DerivedTable
+from chronolake.schema.time_options import TimePartitions
+from chronolake.watermarks.partitions import windows_between
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+HOURLY = "'partition.time.schedule' = 'hourly', 'partition.time.start' = '2026-11-02'"
+
+
+def _platform() -> str:
+    """The reference platform's sources and its temporal join, partitioned by the hour."""
+    ddl = (ROOT / "assets" / "platform.sql").read_text()
+    head = ddl[: ddl.index("CREATE TABLE rates_hybrid")]
+    join = ddl[ddl.index("CREATE VIEW orders_enriched AS"):ddl.index("-- Each order with the "
+                                                                      "latest rate")]
+    return head + join.replace("CREATE VIEW orders_enriched AS",
+                               f"CREATE VIEW orders_enriched WITH ({HOURLY}) AS")
+
+
+def _definitions(lake: Path) -> Definitions:
+    return Definitions(
+        assets=chronolake_assets(lake), executor=in_process_executor,
+        resources={"lake": LakeResource(root=str(lake)), "pyspark": local_pyspark_resource()},
+    )
+
+
+def _closed(lake: Path) -> set[str]:
+    """Every hour whose end the stamped watermark of `orders_enriched` has reached."""
+    watermark = latest_recorded_watermark(output_path(Catalog(lake).root, "orders_enriched"))
+    assert watermark is not None
+    partitions = TimePartitions(schedule="hourly", start="2026-11-02", column="order_time")
+    return {window.key for window in windows_between(partitions, 0, watermark)
+            if window.end_ms <= watermark}
+
+
+def _materializations(instance: DagsterInstance) -> list[tuple[str | None, dict[str, object]]]:
+    records = instance.get_event_records(EventRecordsFilter(
+        DagsterEventType.ASSET_MATERIALIZATION, asset_key=AssetKey("orders_enriched")
+    ), ascending=True)
+    return [
+        (m.partition, {key: value.value for key, value in m.metadata.items()})
+        for record in records
+        if (m := record.asset_materialization) is not None
+    ]
+
+
+def _rows_per_hour(spark: SparkSession, lake: Path) -> dict[str, int]:
+    rows = Catalog(lake, spark).table("orders_enriched").groupBy(
+        F.date_format("order_time", "yyyy-MM-dd-HH:00").alias("hour")
+    ).count()
+    return {row["hour"]: row["count"] for row in rows.collect()}  # a few hours: small
+
+
+def test_a_launched_partition_records_only_what_the_watermark_closed(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    build_demo_lake(tmp_path)
+    feed_demo_lake(tmp_path, seed=0, now=DEMO_START + timedelta(hours=2))
+    Catalog(tmp_path, spark).declare(_platform())
+    instance = DagsterInstance.ephemeral()
+    job = _definitions(tmp_path).resolve_implicit_global_asset_job_def()
+    open_hour = "2026-11-02-10:00"  # the orders end within it
+    result = job.execute_in_process(instance=instance, partition_key=open_hour,
+                                    asset_selection=[AssetKey("orders_enriched")])
+    assert result.success
+
+    recorded = _materializations(instance)
+    closed = _closed(tmp_path)
+    assert {partition for partition, _ in recorded} == closed
+    assert open_hour not in closed and "2026-11-02-09:00" in closed
+    assert instance.get_materialized_partitions(AssetKey("orders_enriched")) == closed
+    counts = _rows_per_hour(spark, tmp_path)
+    for partition, metadata in recorded:
+        assert metadata["dagster/row_count"] == counts.get(partition, 0)
+        assert metadata["chronolake/partition"] == "completed"
+    assert counts["2026-11-02-09:00"] > 0
+
+    # an order of a closed hour corrected: that hour alone is recorded again, with its changes
+    changed_hour = "2026-11-02-09:00"
+    corrected = _first_order_of(spark, tmp_path, changed_hour)
+    correct_orders(tmp_path / "orders", [corrected], percent=10)
+    feed_demo_lake(tmp_path, seed=1, now=DEMO_START + timedelta(hours=3, minutes=30))
+    assert job.execute_in_process(instance=instance,
+                                  asset_selection=[AssetKey("orders_enriched")]).success
+    again = _materializations(instance)[len(recorded):]
+    changed = [(partition, metadata) for partition, metadata in again
+               if metadata["chronolake/partition"] == "changed"]
+    assert [partition for partition, _ in changed] == [changed_hour]
+    assert changed[0][1]["-U"] == changed[0][1]["+U"] >= 1
+    newly = {partition for partition, metadata in again
+             if metadata["chronolake/partition"] == "completed"}
+    assert newly == _closed(tmp_path) - closed  # and the hours the feed's watermark closed
+
+
+def _first_order_of(spark: SparkSession, lake: Path, hour: str) -> int:
+    start = datetime.strptime(hour, "%Y-%m-%d-%H:%M")
+    hour_of_orders = (F.col("order_time") >= F.lit(start)) & (
+        F.col("order_time") < F.lit(start + timedelta(hours=1)))
+    first = Catalog(lake, spark).table("orders").where(hour_of_orders).agg(
+        F.min("order_id")).first()  # one row
+    assert first is not None
+    return int(first[0])
+
+
+def test_the_sensor_records_commits_made_outside_dagster_once(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    build_demo_lake(tmp_path)
+    catalog = Catalog(tmp_path, spark)
+    catalog.declare(_platform())
+    DerivedTable(catalog, "orders_enriched").run()  # `chronolake run`, a notebook
+    instance = DagsterInstance.ephemeral()
+    sensor = reconcile_sensor(catalog.root)
+
+    first = sensor(build_sensor_context(instance=instance))
+    recorded = {event.partition for event in first.asset_events}
+    assert recorded == _closed(tmp_path) != set()
+    for event in first.asset_events:
+        instance.report_runless_asset_event(event)
+    second = sensor(build_sensor_context(instance=instance, cursor=first.cursor))
+    assert second.asset_events == []  # nothing recorded twice
+
+
+def test_partitions_are_declared_on_a_time_the_watermark_bounds(spark: SparkSession) -> None:
+    catalog = Catalog(Path("/nonexistent"), spark)
+    orders = _platform()[: _platform().index("CREATE TABLE rates")]
+    with pytest.raises(DefinitionError, match=r"view 'v' is computed on read"):
+        catalog.declare(orders + f"CREATE VIEW v WITH ({HOURLY}) AS SELECT * FROM orders;")
+    with pytest.raises(DefinitionError, match=r"'partition.time.column' = 'order_id' is not"):
+        catalog.declare(orders.replace(
+            "'changelog' = 'cdf',",
+            f"'changelog' = 'cdf', {HOURLY}, 'partition.time.column' = 'order_id',"))
+    with pytest.raises(DefinitionError, match=r"'partition.time.zone': 'Moon/Base' is not"):
+        catalog.declare(orders.replace(
+            "'changelog' = 'cdf',", f"'changelog' = 'cdf', {HOURLY}, "
+            "'partition.time.zone' = 'Moon/Base',"))
+
+
+@pytest.mark.parametrize(("day", "hours"), [("2026-03-29", 23), ("2026-10-25", 25),
+                                            ("2026-11-02", 24)])
+def test_a_zoned_day_covers_the_instants_between_its_local_midnights(day: str, hours: int
+                                                                     ) -> None:
+    partitions = TimePartitions(schedule="daily", start="2026-01-01", zone="Europe/Berlin")
+    noon = datetime.strptime(day, "%Y-%m-%d").replace(hour=11, tzinfo=UTC)
+    millis = int(noon.timestamp() * 1000)
+    [window] = windows_between(partitions, millis, millis + 1)
+    assert window.key == day
+    assert (window.end_ms - window.start_ms) / 3_600_000 == hours
