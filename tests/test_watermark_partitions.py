@@ -5,6 +5,7 @@ made outside Dagster are recorded by the reconciling sensor."""
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,8 +24,14 @@ from pyspark.sql import functions as F
 
 from chronolake import Catalog
 from chronolake.dagster import LakeResource, chronolake_assets, local_pyspark_resource
-from chronolake.dagster.partitions import reconcile_sensor
-from chronolake.demo.lake import DEMO_START, build_demo_lake, correct_orders, feed_demo_lake
+from chronolake.dagster.partitions import LATE_PARTITIONS_CHECK, reconcile_sensor
+from chronolake.demo.lake import (
+    DEMO_START,
+    append_orders,
+    build_demo_lake,
+    correct_orders,
+    feed_demo_lake,
+)
 from chronolake.errors import DefinitionError
 from chronolake.lake.layout import output_path
 from chronolake.lake.stamps import latest_recorded_watermark
@@ -121,6 +128,34 @@ def test_a_launched_partition_records_only_what_the_watermark_closed(
     newly = {partition for partition, metadata in again
              if metadata["chronolake/partition"] == "completed"}
     assert newly == _closed(tmp_path) - closed  # and the hours the feed's watermark closed
+
+
+def test_late_rows_a_window_sends_aside_are_counted_per_partition(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    ddl = (ROOT / "assets" / "platform.sql").read_text()
+    head = ddl[: ddl.index("CREATE TABLE rates_hybrid")]
+    window = ddl[ddl.index("CREATE VIEW orders_per_currency AS"):ddl.index("-- The second hop")]
+    build_demo_lake(tmp_path)
+    feed_demo_lake(tmp_path, seed=0, now=DEMO_START + timedelta(hours=2))
+    Catalog(tmp_path, spark).declare(head + window.replace(
+        "CREATE VIEW orders_per_currency AS", f"CREATE VIEW orders_per_currency WITH ({HOURLY}) AS"
+    ))
+    instance = DagsterInstance.ephemeral()
+    job = _definitions(tmp_path).resolve_implicit_global_asset_job_def()
+    view = [AssetKey("orders_per_currency")]
+    assert job.execute_in_process(instance=instance, asset_selection=view).success
+    # 40 orders of 09:00-09:10, whose window was emitted: late, in the 09:00 partition
+    append_orders(tmp_path / "orders", rng=random.Random(1), first_id=50_000, count=40,
+                  start=DEMO_START, span=timedelta(minutes=10))
+    late = job.execute_in_process(instance=instance, asset_selection=view)
+    [check] = [evaluation for evaluation in late.get_asset_check_evaluations()
+               if evaluation.check_name == LATE_PARTITIONS_CHECK]
+    assert check.metadata["by_partition"].value == {"2026-11-02-09:00": 40}
+    assert not check.passed  # 40 late rows against the hour's few windows: over 5%
+    assert "2026-11-02-09:00" not in {  # late rows change no row: not materialized again
+        event.partition for event in late.get_asset_materialization_events()
+    }
 
 
 def _first_order_of(spark: SparkSession, lake: Path, hour: str) -> int:

@@ -53,7 +53,14 @@ from chronolake.dagster.checks import RUN_CHECKS, run_check_results, run_check_s
 from chronolake.dagster.config import RunConfig
 from chronolake.dagster.handoff import HANDOFF_IO_MANAGER_KEY, run_handoff_io_manager
 from chronolake.dagster.metadata import run_metadata, shown_watermark
-from chronolake.dagster.partitions import asset_partitions, committed_partitions
+from chronolake.dagster.partitions import (
+    LATE_PARTITIONS_CHECK,
+    asset_partitions,
+    committed_stamps,
+    late_partitions_check_spec,
+    late_rows_per_partition,
+    partition_materializations,
+)
 from chronolake.dagster.resources import LakeResource
 from chronolake.dagster.spark_jobs import StageCost, counted_stage
 from chronolake.runtime.derived import DerivedTable, RunPlan
@@ -200,7 +207,7 @@ _OPTIONAL = Out(Nothing, is_required=False)  # a partitioned table records its p
 @op(
     name=COMMIT_STAGE,
     ins={"run": In(description="The run so far (in memory).")},
-    out={_RESULT: _OPTIONAL, **_CHECK_OUTS},
+    out={_RESULT: _OPTIONAL, **_CHECK_OUTS, LATE_PARTITIONS_CHECK: _OPTIONAL},
     description="Write output, late rows, state and checkpoint exactly once (under the run "
     "lock; refused when another run committed meanwhile), then record the run's metadata "
     "and evaluate its checks.",
@@ -224,8 +231,10 @@ def commit(
     if derived.view.time.partitions is None:
         yield Output(None, _RESULT, metadata=metadata)
     else:  # its partitions, as the commit stamped them; never the ones a launch targeted
+        stamps = committed_stamps(derived.output_path, result.output_version)
         yield AssetObservation(asset_key=AssetKey(derived.name), metadata=metadata)
-        yield from committed_partitions(derived.name, derived.output_path, result.output_version)
+        yield from partition_materializations(derived.name, stamps)
+        yield late_rows_per_partition(derived.name, stamps, lake.late_row_rate_threshold)
     yield from checks
 
 
@@ -259,7 +268,8 @@ def derived_asset(
     """The graph-backed asset of an incrementally run view: read → assign watermarks →
     operator → commit."""
     operate = OPERATOR_OPS[view_kind(spec)]
-    check_outputs = {name: f"{spec.name}_{name}" for name in RUN_CHECKS}
+    checks = [*RUN_CHECKS, *([LATE_PARTITIONS_CHECK] if spec.time.partitions else [])]
+    check_outputs = {name: f"{spec.name}_{name}" for name in checks}
 
     @config_mapping
     def _configure(config: RunConfig) -> dict[str, Any]:
@@ -292,7 +302,9 @@ def derived_asset(
             descriptions_by_output_name={_RESULT: description},
             metadata_by_output_name={_RESULT: metadata},
             tags_by_output_name={_RESULT: {"dagster/kind/spark": "", "dagster/kind/delta": ""}},
-            check_specs=run_check_specs(spec.name),
+            check_specs=[*run_check_specs(spec.name), *(
+                [late_partitions_check_spec(spec.name)] if spec.time.partitions else []
+            )],
             resource_defs={HANDOFF_IO_MANAGER_KEY: run_handoff_io_manager},
             partitions_def=asset_partitions(spec),
             backfill_policy=BackfillPolicy.single_run() if spec.time.partitions else None,

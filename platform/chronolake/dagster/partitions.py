@@ -16,6 +16,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
     AssetKey,
     AssetMaterialization,
     DagsterInstance,
@@ -37,6 +40,7 @@ from chronolake.schema import TableSpec, ViewSpec
 from chronolake.watermarks.partitions import partitions_definition
 
 DELTA_VERSION = "chronolake/delta_version"
+LATE_PARTITIONS_CHECK = "late_rows_per_partition"
 RECONCILE_SENSOR = "reconcile_partitions"
 
 
@@ -69,14 +73,42 @@ def _metadata(stamp: Stamp, figures: PartitionFigures) -> dict[str, Any]:
     return metadata
 
 
-def committed_partitions(name: str, path: Location, version: int | None
-                         ) -> list[AssetMaterialization]:
-    """The materializations of the partitions commit `version` of table `name` completed or
-    changed (none when the run committed nothing)."""
+def committed_stamps(path: Location, version: int | None) -> list[Stamp]:
+    """What commit `version` of a derived table stamped (none when the run committed
+    nothing)."""
     if version is None:
         return []
-    stamps = [stamp for stamp in logged_stamps(path, version) if stamp.version == version]
-    return partition_materializations(name, stamps)
+    return [stamp for stamp in logged_stamps(path, version) if stamp.version == version]
+
+
+def late_rows_per_partition(
+    name: str, stamps: Iterable[Stamp], threshold: float
+) -> AssetCheckResult:
+    """`late_rows_per_partition`: the rows of each complete partition's time that this commit
+    sent to the late side table, at most `threshold` of the partition's rows and late rows."""
+    late = {figures.key: figures for stamp in stamps for figures in stamp.partitions
+            if figures.new_late_rows}
+    rates = {key: figures.late_rows / (figures.rows + figures.late_rows)
+             for key, figures in late.items()}
+    over = sorted(key for key, rate in rates.items() if rate > threshold)
+    return AssetCheckResult(
+        check_name=LATE_PARTITIONS_CHECK, asset_key=AssetKey(name), passed=not over,
+        severity=AssetCheckSeverity.WARN,
+        metadata={
+            "late_rows": sum(figures.new_late_rows for figures in late.values()),
+            "by_partition": MetadataValue.json({key: figures.new_late_rows
+                                                for key, figures in sorted(late.items())}),
+            "over_threshold": MetadataValue.json(over), "threshold": threshold,
+        },
+    )
+
+
+def late_partitions_check_spec(name: str) -> AssetCheckSpec:
+    return AssetCheckSpec(
+        LATE_PARTITIONS_CHECK, asset=name,
+        description="The rows each run sends to the late side table, counted per time "
+        "partition: at most late_row_rate_threshold of each complete partition's rows.",
+    )
 
 
 def recorded_version(instance: DagsterInstance, name: str) -> int:
