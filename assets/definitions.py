@@ -18,18 +18,19 @@ from chronolake.dagster import (
     declare_job,
     script_specs,
 )
-from ops import JOBS, SCHEDULES, sensors
+from ops import JOBS, SCHEDULES, freshness_checking, sensors
 from ops.demo_feed import DEMO_JOBS, DEMO_SCHEDULES
 from resources import LAKE_ROOT, RESOURCES
 
 PLATFORM_DDL = Path(__file__).with_name("platform.sql").read_text()
 PLATFORM_SPECS = script_specs(PLATFORM_DDL)
+FRESHNESS_JOBS, FRESHNESS_SCHEDULES = freshness_checking(PLATFORM_SPECS)
 
 defs = Definitions(
     assets=chronolake_assets(LAKE_ROOT, PLATFORM_SPECS),
     asset_checks=chronolake_asset_checks(LAKE_ROOT, PLATFORM_SPECS),
-    jobs=[declare_job(PLATFORM_DDL), *JOBS, *DEMO_JOBS],
-    schedules=[*SCHEDULES, *DEMO_SCHEDULES],
+    jobs=[declare_job(PLATFORM_DDL), *JOBS, *FRESHNESS_JOBS, *DEMO_JOBS],
+    schedules=[*SCHEDULES, *FRESHNESS_SCHEDULES, *DEMO_SCHEDULES],
     sensors=sensors(LAKE_ROOT, PLATFORM_SPECS),
     resources=RESOURCES,
     executor=in_process_executor,  # a run's ops share its Spark session and DataFrames

@@ -18,7 +18,8 @@ CREATE TABLE orders (
   'changelog' = 'cdf',
   'scan.max-rows-per-tick' = '5000',
   'scan.watermark.alignment.group' = 'fx',
-  'scan.watermark.alignment.max-drift' = '10 min'
+  'scan.watermark.alignment.max-drift' = '10 min',
+  'freshness.max-lag' = '15 min'
 );
 
 -- Currency rates arrive as a CDC changelog (inserts, updates, deletes): a versioned table.
@@ -62,8 +63,9 @@ WHERE rownum = 1;
 
 -- Each order with the rate valid at its order time (event-time temporal join, FLIP-132).
 -- A derived table keyed by order_id: a corrected order updates its row (-U/+U), a cancelled
--- one retracts it (-D); each commit records the join's output watermark.
-CREATE VIEW orders_enriched AS
+-- one retracts it (-D); each commit records the join's output watermark. Its watermark may
+-- trail the clock by 15 minutes at most (the `watermark_freshness` check, `check_freshness`).
+CREATE VIEW orders_enriched WITH ('freshness.max-lag' = '15 min') AS
 SELECT o.order_id, o.currency, o.amount, o.order_time,
        r.rate, r.currency_time AS rate_time, o.amount * r.rate AS amount_usd
 FROM orders AS o

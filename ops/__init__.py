@@ -2,6 +2,8 @@
 
 - `observe_sources`: record each source table's Delta version.
 - `refresh_views`: run every derived table and view once (exactly once, incremental).
+- `check_freshness`: evaluate the `watermark_freshness` checks only (no run), every 5 minutes
+  by `check_freshness_every_5_minutes`.
 
 The demo's feeder, which writes into the sources as a live system would, is apart
 (`ops.demo_feed`).
@@ -21,6 +23,9 @@ from dagster import (
     SensorDefinition,
     define_asset_job,
 )
+from dagster._core.definitions.unresolved_asset_job_definition import (
+    UnresolvedAssetJobDefinition,
+)
 
 from chronolake.dagster.assets import DERIVED_GROUP, SOURCES_GROUP, VIEWS_GROUP
 from chronolake.dagster.automation import (
@@ -28,6 +33,7 @@ from chronolake.dagster.automation import (
     delta_version_sensor,
     source_paths,
 )
+from chronolake.dagster.freshness import freshness_check_keys
 from chronolake.location import Location
 from chronolake.schema import TableSpec, ViewSpec
 
@@ -61,3 +67,22 @@ def sensors(lake_root: Location, specs: Iterable[TableSpec | ViewSpec] | None = 
     paths from `specs`, or else from the lake's catalog)."""
     tables = source_paths(lake_root, ["orders", "rates"], specs)
     return [delta_version_sensor(refresh_views, tables)]
+
+
+def freshness_checking(specs: Iterable[TableSpec | ViewSpec]
+                       ) -> tuple[list[UnresolvedAssetJobDefinition], list[ScheduleDefinition]]:
+    """`check_freshness`, which evaluates the event-time freshness checks of `specs` and runs
+    nothing else, and its schedule every 5 minutes (none when no spec declares freshness)."""
+    keys = freshness_check_keys(specs)
+    if not keys:
+        return [], []
+    job = define_asset_job(
+        "check_freshness", selection=AssetSelection.checks(*keys),
+        description="Check how far each watermark trails now, and which partitions are past "
+        "their deadline (`freshness.*` options); materializes nothing.",
+    )
+    schedule = ScheduleDefinition(
+        name="check_freshness_every_5_minutes", job=job, cron_schedule="*/5 * * * *",
+        default_status=default_schedule_status(),
+    )
+    return [job], [schedule]

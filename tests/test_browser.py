@@ -43,6 +43,8 @@ SHOWN_ASSET = "orders_enriched"
 SHOWN_CHECKS = (
     "watermark_never_decreases", "late_row_rate", "pending_rows_age", "primary_key_unique",
 )
+# Listed beside them, and failing after the demo: its data is from 2 Nov 2026 (README).
+STALE_CHECKS = ("watermark_freshness",)
 # The ops of its graph-backed asset, in order: the stages of a run, each a step of the run's page.
 SHOWN_STEPS = ("read_changelog", "assign_watermarks", "temporal_join", "commit")
 PLATFORM_ASSETS = (
@@ -215,7 +217,8 @@ def _check_asset_checks(page: Page, url: str, screenshot: Path) -> None:
     if not SHOWN_CHECKS:
         expect(page.get_by_text("No checks defined for this asset", exact=True)).to_be_visible()
     else:
-        expect(page.get_by_text(f"Checks ({len(SHOWN_CHECKS)})", exact=True)).to_be_visible()
+        shown = len(SHOWN_CHECKS) + len(STALE_CHECKS)
+        expect(page.get_by_text(f"Checks ({shown})", exact=True)).to_be_visible()
     for check in SHOWN_CHECKS:
         entry = _check_list_entry(page, check)
         expect(entry).to_contain_text("Succeeded")

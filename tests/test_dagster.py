@@ -203,6 +203,7 @@ def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: Spar
     assert observed.success
     assert _checks(observed) == {
         ("orders", "primary_key_unique"): True,
+        ("orders", "watermark_freshness"): False,  # the demo's orders are from 2 Nov 2026
         ("rates", "primary_key_unique"): True,
         ("rates_hybrid", "primary_key_unique"): True,
     }
@@ -224,6 +225,7 @@ def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: Spar
         ("orders_enriched", "watermark_never_decreases"): True,
         ("orders_enriched", "late_row_rate"): True,
         ("orders_enriched", "pending_rows_age"): True,
+        ("orders_enriched", "watermark_freshness"): False,  # its watermark too
         ("orders_enriched_latest", "watermark_never_decreases"): True,
         ("orders_enriched_latest", "late_row_rate"): True,
         ("orders_enriched_latest", "pending_rows_age"): True,

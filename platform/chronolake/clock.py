@@ -70,3 +70,14 @@ class ManualClock:
 
     def __repr__(self) -> str:
         return f"ManualClock({self._now_ms})"
+
+
+def lag_text(seconds: float) -> str:
+    """A lag as a person reads it: `3d 4h`, `2h 05m`, `4m 10s`, `12s` (negative: ahead)."""
+    sign, left = ("-" if seconds < 0 else ""), int(abs(seconds))
+    days, hours, minutes = left // 86_400, left // 3_600 % 24, left // 60 % 60
+    if days:
+        return f"{sign}{days}d {hours}h"
+    if hours:
+        return f"{sign}{hours}h {minutes:02d}m"
+    return f"{sign}{minutes}m {left % 60:02d}s" if minutes else f"{sign}{left % 60}s"

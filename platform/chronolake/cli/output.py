@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from chronolake.cli.status import TableStatus
+from chronolake.clock import lag_text
 from chronolake.lake.tables import latest_commits
 from chronolake.location import Location
 from chronolake.runtime.result import RunResult
@@ -83,7 +84,7 @@ def print_status(rows: list[TableStatus], backend: str) -> None:
             last = f"{last}\n[red]failed[/]".lstrip()
         watermark = _time(row.watermark, ms=True)
         if row.lag_seconds is not None:
-            watermark += f"\nlag {_duration(row.lag_seconds)}"
+            watermark += f"\nlag {lag_text(row.lag_seconds)}"
         table.add_row(
             row.name, f"{row.kind}\n{row.what}", row.rowtime or "", watermark,
             "" if row.pending_rows is None else str(row.pending_rows), last,
@@ -151,17 +152,6 @@ def _time(at: datetime | None, *, ms: bool = False, sep: str = "\n") -> str:
         return ""
     text = f"{at:%Y-%m-%d}{sep}{at:%H:%M:%S.%f}"
     return text[:-3] if ms else text[:-7]
-
-
-def _duration(seconds: float) -> str:
-    """A lag as a person reads it: `3d 4h`, `2h 05m`, `4m 10s`, `12s` (negative: ahead)."""
-    sign, left = ("-" if seconds < 0 else ""), int(abs(seconds))
-    days, hours, minutes = left // 86_400, left // 3_600 % 24, left // 60 % 60
-    if days:
-        return f"{sign}{days}d {hours}h"
-    if hours:
-        return f"{sign}{hours}h {minutes:02d}m"
-    return f"{sign}{minutes}m {left % 60:02d}s" if minutes else f"{sign}{left % 60}s"
 
 
 def _instant(epoch_ms: int) -> str:

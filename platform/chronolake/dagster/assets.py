@@ -33,6 +33,7 @@ from dagster_pyspark import PySparkResource
 from chronolake.dagster.checks import primary_key_check
 from chronolake.dagster.declaring import served_specs
 from chronolake.dagster.derived_assets import derived_asset
+from chronolake.dagster.freshness import freshness_checks
 from chronolake.dagster.metadata import run_metadata, table_definition_metadata
 from chronolake.dagster.resources import LakeResource
 from chronolake.lake.layout import output_path, table_location
@@ -76,14 +77,17 @@ def chronolake_assets(
 def chronolake_asset_checks(
     lake_root: LocationLike, specs: Iterable[TableSpec | ViewSpec] | None = None
 ) -> list[AssetChecksDefinition]:
-    """`primary_key_unique` for every keyed table and view (`specs`, or the lake's catalog)."""
+    """`primary_key_unique` for every keyed table and view (`specs`, or the lake's catalog),
+    and `watermark_freshness` for every one that declares `freshness.*` (`freshness`)."""
     root = as_location(lake_root)
+    served = served_specs(root, specs)
     checks = []
-    for spec in served_specs(root, specs):
+    for spec in served:
         if spec.primary_key:
             path = None if isinstance(spec, TableSpec) else output_path(root, spec.name)
             checks.append(primary_key_check(spec, path))
-    return checks
+    freshness = freshness_checks(root, served)
+    return checks if freshness is None else [*checks, freshness]
 
 
 def _source_table_asset(spec: TableSpec, path: Location) -> SourceAsset:
