@@ -6,6 +6,7 @@ made outside Dagster are recorded by the reconciling sensor."""
 from __future__ import annotations
 
 import random
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -49,10 +50,14 @@ def _platform() -> str:
     """The reference platform's sources and its temporal join, partitioned by the hour."""
     ddl = (ROOT / "assets" / "platform.sql").read_text()
     head = ddl[: ddl.index("CREATE TABLE rates_hybrid")]
-    join = ddl[ddl.index("CREATE VIEW orders_enriched AS"):ddl.index("-- Each order with the "
-                                                                      "latest rate")]
-    return head + join.replace("CREATE VIEW orders_enriched AS",
-                               f"CREATE VIEW orders_enriched WITH ({HOURLY}) AS")
+    join = ddl[ddl.index("CREATE VIEW orders_enriched"):ddl.index("CREATE VIEW orders_enriched_")]
+    return head + _with(join, "orders_enriched", HOURLY)
+
+
+def _with(statement: str, view: str, options: str) -> str:
+    """`CREATE VIEW view ... AS` with exactly `options` as its WITH options."""
+    return re.sub(rf"CREATE VIEW {view}\b.*?\bAS\n", f"CREATE VIEW {view} WITH ({options}) AS\n",
+                  statement, count=1, flags=re.S)
 
 
 def _definitions(lake: Path) -> Definitions:
@@ -135,12 +140,10 @@ def test_late_rows_a_window_sends_aside_are_counted_per_partition(
 ) -> None:
     ddl = (ROOT / "assets" / "platform.sql").read_text()
     head = ddl[: ddl.index("CREATE TABLE rates_hybrid")]
-    window = ddl[ddl.index("CREATE VIEW orders_per_currency AS"):ddl.index("-- The second hop")]
+    window = ddl[ddl.index("CREATE VIEW orders_per_currency"):ddl.index("-- The second hop")]
     build_demo_lake(tmp_path)
     feed_demo_lake(tmp_path, seed=0, now=DEMO_START + timedelta(hours=2))
-    Catalog(tmp_path, spark).declare(head + window.replace(
-        "CREATE VIEW orders_per_currency AS", f"CREATE VIEW orders_per_currency WITH ({HOURLY}) AS"
-    ))
+    Catalog(tmp_path, spark).declare(head + _with(window, "orders_per_currency", HOURLY))
     instance = DagsterInstance.ephemeral()
     job = _definitions(tmp_path).resolve_implicit_global_asset_job_def()
     view = [AssetKey("orders_per_currency")]
@@ -212,3 +215,27 @@ def test_a_zoned_day_covers_the_instants_between_its_local_midnights(day: str, h
     [window] = windows_between(partitions, millis, millis + 1)
     assert window.key == day
     assert (window.end_ms - window.start_ms) / 3_600_000 == hours
+
+
+def test_a_partitioned_source_records_the_hours_its_watermark_closed(tmp_path: Path) -> None:
+    """A source's watermark is its largest rowtime less the delay (Delta's file statistics):
+    the sensor records the hours it closed, observing reports their data versions, no Spark."""
+    build_demo_lake(tmp_path)
+    feed_demo_lake(tmp_path, seed=0, now=DEMO_START + timedelta(hours=2))
+    ddl = _platform()[: _platform().index("-- Currency rates")].replace(
+        "'changelog' = 'cdf',", f"'changelog' = 'cdf', {HOURLY},")
+    Catalog(tmp_path).declare(ddl)
+    instance = DagsterInstance.ephemeral()
+    defs = Definitions(assets=chronolake_assets(tmp_path), sensors=[reconcile_sensor(
+        Catalog(tmp_path).root)], resources={"lake": LakeResource(root=str(tmp_path))})
+    observed = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+        instance=instance, asset_selection=[AssetKey("orders")])
+    hours = {"2026-11-02-09:00"}  # the feed's orders end before 11:00: 10:00 is open
+    assert {event.partition for event in observed.get_asset_observation_events()} == hours
+
+    sensor = defs.resolve_sensor_def("reconcile_partitions")
+    first = sensor(build_sensor_context(instance=instance))
+    assert {event.partition for event in first.asset_events} == hours
+    for event in first.asset_events:
+        instance.report_runless_asset_event(event)
+    assert sensor(build_sensor_context(instance=instance, cursor=first.cursor)).asset_events == []

@@ -46,6 +46,13 @@ class CatalogEntry(Persisted):
         except (ValidationError, ChronolakeError):  # a spec's own validators raise the latter
             return None
 
+    @classmethod
+    def of(cls, spec: Spec) -> CatalogEntry:
+        """The entry of `spec`, as a script declaring it would be stored (no statement)."""
+        if isinstance(spec, TableSpec):
+            return cls(kind="table", table=spec)
+        return cls(kind="view", view=spec)
+
     @property
     def spec(self) -> Spec:
         spec = self.table if self.kind == "table" else self.view

@@ -22,8 +22,10 @@ from dagster import (
     AssetsDefinition,
     BetaWarning,
     DataVersion,
+    DataVersionsByPartition,
     MaterializeResult,
     ObserveResult,
+    OpExecutionContext,
     SourceAsset,
     asset,
     observable_source_asset,
@@ -35,6 +37,7 @@ from chronolake.dagster.declaring import served_specs
 from chronolake.dagster.derived_assets import derived_asset
 from chronolake.dagster.freshness import freshness_checks
 from chronolake.dagster.metadata import run_metadata, table_definition_metadata
+from chronolake.dagster.partitions import asset_partitions, unrecorded_source_partitions
 from chronolake.dagster.resources import LakeResource
 from chronolake.lake.layout import output_path, table_location
 from chronolake.lake.tables import table_row_count, table_version
@@ -68,7 +71,7 @@ def chronolake_assets(
     definitions: list[AssetsDefinition | SourceAsset] = []
     for spec in served_specs(root, specs):
         if isinstance(spec, TableSpec):
-            definitions.append(_source_table_asset(spec, table_location(root, spec.options.path)))
+            definitions.append(_source_table_asset(spec, root))
         else:
             definitions.append(_view_asset(spec, output_path(root, spec.name)))
     return definitions
@@ -90,7 +93,9 @@ def chronolake_asset_checks(
     return checks if freshness is None else [*checks, freshness]
 
 
-def _source_table_asset(spec: TableSpec, path: Location) -> SourceAsset:
+def _source_table_asset(spec: TableSpec, root: Location) -> SourceAsset:
+    path = table_location(root, spec.options.path)
+
     def _observe() -> ObserveResult:
         version = table_version(path)
         return ObserveResult(
@@ -101,6 +106,16 @@ def _source_table_asset(spec: TableSpec, path: Location) -> SourceAsset:
             },
         )
 
+    def _observe_partitions(context: OpExecutionContext) -> DataVersionsByPartition:
+        """A partitioned source: the data version (its Delta version) of each partition its
+        watermark completed that Dagster has not recorded yet (`reconcile_sensor` records
+        them as materialized)."""
+        version = table_version(path)
+        return DataVersionsByPartition({
+            key: DataVersion(str(version))
+            for key in unrecorded_source_partitions(context.instance, spec, root)
+        })
+
     # A source's data version is its Delta version: what observable source assets (beta) are for.
     with warnings.catch_warnings(action="ignore", category=BetaWarning):
         return observable_source_asset(
@@ -110,7 +125,8 @@ def _source_table_asset(spec: TableSpec, path: Location) -> SourceAsset:
             f"changelog: {spec.options.changelog.value}).",
             metadata=table_definition_metadata(spec, path),
             required_resource_keys={"lake"},
-        )(_observe)
+            partitions_def=asset_partitions(spec),
+        )(_observe if spec.time.partitions is None else _observe_partitions)
 
 
 def _view_asset(spec: ViewSpec, path: Location) -> AssetsDefinition:

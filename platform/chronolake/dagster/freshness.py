@@ -75,8 +75,7 @@ def freshness_checks(
     if not declared:
         return None
     by_name = {spec.name.lower(): spec for spec in served}
-    entries = {name: CatalogEntry(kind="table", table=spec) if isinstance(spec, TableSpec)
-               else CatalogEntry(kind="view", view=spec) for name, spec in by_name.items()}
+    entries = {name: CatalogEntry.of(spec) for name, spec in by_name.items()}
 
     @multi_asset_check(
         name=FRESHNESS_CHECK, can_subset=True,

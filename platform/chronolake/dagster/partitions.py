@@ -31,13 +31,15 @@ from dagster import (
     sensor,
 )
 
+from chronolake.catalog.entry import CatalogEntry
+from chronolake.catalog.watermarks import current_watermarks
 from chronolake.dagster.declaring import served_specs
 from chronolake.lake.layout import output_path
 from chronolake.lake.stamps import PartitionFigures, Stamp, logged_stamps
 from chronolake.lake.tables import is_table
 from chronolake.location import Location
 from chronolake.schema import TableSpec, ViewSpec
-from chronolake.watermarks.partitions import partitions_definition
+from chronolake.watermarks.partitions import newly_complete, partitions_definition
 
 DELTA_VERSION = "chronolake/delta_version"
 LATE_PARTITIONS_CHECK = "late_rows_per_partition"
@@ -124,22 +126,28 @@ def reconcile_sensor(
     root: Location, specs: Iterable[TableSpec | ViewSpec] | None = None, *,
     minimum_interval_seconds: int = 30,
 ) -> SensorDefinition:
-    """The sensor that records, from the stamps in the lake alone, the partitions completed or
-    changed by commits Dagster has not recorded (runless events; it reads Delta logs, no
-    Spark). On by default: it launches nothing, it records what is true."""
-    tables = {spec.name: output_path(root, spec.name) for spec in served_specs(root, specs)
-              if isinstance(spec, ViewSpec) and spec.time.partitions is not None}
+    """The sensor that records what the lake says Dagster has not: the partitions that
+    commits of derived tables made outside Dagster completed or changed (from their stamps),
+    and the partitions of source tables their watermark completed (from Delta's file
+    statistics). Runless events, from Delta logs alone, no Spark; on by default: it launches
+    nothing, it records what is true."""
+    served = served_specs(root, specs)
+    views = {spec.name: output_path(root, spec.name) for spec in served
+             if isinstance(spec, ViewSpec) and spec.time.partitions is not None}
+    sources = [spec for spec in served
+               if isinstance(spec, TableSpec) and spec.time.partitions is not None]
+    entries = {spec.name.lower(): CatalogEntry.of(spec) for spec in served}
 
     @sensor(
         name=RECONCILE_SENSOR, minimum_interval_seconds=minimum_interval_seconds,
         default_status=DefaultSensorStatus.RUNNING,
-        description="Record the time partitions that commits made outside Dagster completed "
-        "or changed, from the watermarks and figures each commit stamped in the lake.",
+        description="Record the time partitions that the lake says are complete or changed and "
+        "Dagster has not recorded: commits made outside Dagster, sources' watermarks.",
     )
     def _reconcile(context: SensorEvaluationContext) -> SensorResult:
         seen: dict[str, int] = json.loads(context.cursor) if context.cursor else {}
         events: list[AssetMaterialization] = []
-        for name, path in tables.items():
+        for name, path in views.items():
             if not is_table(path):
                 continue
             since = max(seen.get(name, -1), recorded_version(context.instance, name)) + 1
@@ -147,7 +155,44 @@ def reconcile_sensor(
             events += partition_materializations(name, stamps)
             if stamps:
                 seen[name] = stamps[-1].version
+        if sources:
+            watermarks = current_watermarks(root, entries)
+            for spec in sources:
+                events += _source_partitions(context.instance, spec,
+                                             watermarks[spec.name.lower()].watermark_ms)
         skipped = None if events else "every completed or changed partition is recorded"
         return SensorResult(asset_events=events, cursor=json.dumps(seen), skip_reason=skipped)
 
     return _reconcile
+
+
+def _source_partitions(instance: DagsterInstance, spec: TableSpec, watermark_ms: int | None
+                       ) -> list[AssetMaterialization]:
+    """The partitions of source table `spec` that its watermark completed and Dagster has not
+    recorded (a source's rows are not counted: that would take a Spark job)."""
+    if watermark_ms is None:
+        return []
+    watermark = MetadataValue.timestamp(watermark_ms / 1000)
+    return [
+        AssetMaterialization(asset_key=AssetKey(spec.name), partition=key,
+                             metadata={"chronolake/watermark": watermark,
+                                       "chronolake/partition": "completed"})
+        for key in _unrecorded(instance, spec, watermark_ms)
+    ]
+
+
+def unrecorded_source_partitions(instance: DagsterInstance, spec: TableSpec, root: Location
+                                 ) -> list[str]:
+    """The keys of the partitions of source table `spec` that its current watermark completed
+    and Dagster has not recorded."""
+    [watermark] = current_watermarks(root, {spec.name: CatalogEntry.of(spec)}).values()
+    return [] if watermark.watermark_ms is None else _unrecorded(instance, spec,
+                                                                  watermark.watermark_ms)
+
+
+def _unrecorded(instance: DagsterInstance, spec: TableSpec, watermark_ms: int) -> list[str]:
+    partitions = spec.time.partitions
+    assert partitions is not None
+    recorded = instance.get_materialized_partitions(AssetKey(spec.name))
+    return [window.key for window in newly_complete(partitions, None, None, watermark_ms)
+            if window.key not in recorded]
