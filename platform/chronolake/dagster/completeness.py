@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dagster import AutomationCondition
 
-AC = AutomationCondition
+_AC = AutomationCondition
 
 
 def on_complete_partitions() -> AutomationCondition:
@@ -36,15 +36,17 @@ def on_complete_partitions() -> AutomationCondition:
         ...        automation_condition=on_complete_partitions())
         ... def daily_report(context): ...
     """
-    upstream_complete = (~AC.any_deps_missing() & ~AC.any_deps_in_progress()).with_label(
+    upstream_complete = (~_AC.any_deps_missing() & ~_AC.any_deps_in_progress()).with_label(
         "upstream complete"
     )
-    became_ready = (AC.missing() & upstream_complete).newly_true().with_label(
-        "newly missing with upstream complete"
+    became_ready = (_AC.missing() & upstream_complete).newly_true().with_label(
+        "missing, upstream newly complete"
     )
-    handled = (AC.newly_requested() | AC.newly_updated()).with_label("handled")
+    # not `since_last_handled()`: it counts the first evaluation as handled, which drops the
+    # partitions complete by then
+    handled = (_AC.newly_requested() | _AC.newly_updated()).with_label("handled")
     return (
-        (became_ready | AC.any_deps_updated()).since(handled)
+        (became_ready | _AC.any_deps_updated()).since(handled)
         & upstream_complete
-        & ~AC.in_progress()
+        & ~_AC.in_progress()
     ).with_label("on_complete_partitions")
