@@ -3,31 +3,29 @@
 The assets are drawn from `platform.sql`, parsed in memory: loading the code location reads
 and writes nothing in the lake, so a deployment that may only read it still loads. The job
 `declare_platform` declares the same DDL in the lake's catalog (`chronolake demo` runs it as
-part of its set-up); a view's run stops, saying so, until it has.
+part of its set-up); a view's run stops, saying so, until it has. The daily report
+(`assets.daily_report`) is a plain asset downstream of `orders_per_currency`, run by automation
+for each day that is complete.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from dagster import Definitions, in_process_executor
 
-from chronolake.dagster import (
-    chronolake_asset_checks,
-    chronolake_assets,
-    declare_job,
-    script_specs,
-)
+from assets import PLATFORM_DDL, PLATFORM_SPECS
+from assets.daily_report import daily_report
+from chronolake.dagster import chronolake_asset_checks, chronolake_assets, declare_job
+from chronolake.schema import ViewSpec
 from ops import JOBS, SCHEDULES, freshness_checking, sensors
 from ops.demo_feed import DEMO_JOBS, DEMO_SCHEDULES
 from resources import LAKE_ROOT, RESOURCES
 
-PLATFORM_DDL = Path(__file__).with_name("platform.sql").read_text()
-PLATFORM_SPECS = script_specs(PLATFORM_DDL)
+[ORDERS_PER_CURRENCY] = [spec for spec in PLATFORM_SPECS
+                         if isinstance(spec, ViewSpec) and spec.name == "orders_per_currency"]
 FRESHNESS_JOBS, FRESHNESS_SCHEDULES = freshness_checking(PLATFORM_SPECS)
 
 defs = Definitions(
-    assets=chronolake_assets(LAKE_ROOT, PLATFORM_SPECS),
+    assets=[*chronolake_assets(LAKE_ROOT, PLATFORM_SPECS), daily_report(ORDERS_PER_CURRENCY)],
     asset_checks=chronolake_asset_checks(LAKE_ROOT, PLATFORM_SPECS),
     jobs=[declare_job(PLATFORM_DDL), *JOBS, *FRESHNESS_JOBS, *DEMO_JOBS],
     schedules=[*SCHEDULES, *FRESHNESS_SCHEDULES, *DEMO_SCHEDULES],

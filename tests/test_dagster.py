@@ -229,16 +229,23 @@ def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: Spar
         ("orders_enriched_latest", "watermark_never_decreases"): True,
         ("orders_enriched_latest", "late_row_rate"): True,
         ("orders_enriched_latest", "pending_rows_age"): True,
-        ("orders_per_currency", "watermark_never_decreases"): True,
-        ("orders_per_currency", "late_row_rate"): True,
-        ("orders_per_currency", "pending_rows_age"): True,
         ("orders_enriched", "primary_key_unique"): True,
         ("orders_enriched_latest", "primary_key_unique"): True,
-        ("orders_per_currency", "primary_key_unique"): True,
         ("revenue_per_currency", "watermark_never_decreases"): True,
         ("revenue_per_currency", "late_row_rate"): True,
         ("revenue_per_currency", "pending_rows_age"): True,
         ("revenue_per_currency", "primary_key_unique"): True,
+    }
+    # the daily partitioned view runs in its own job: Dagster runs assets of different
+    # partitions in different jobs
+    daily = definitions.resolve_job_def("refresh_daily_views").execute_in_process(
+        instance=instance
+    )
+    assert _checks(daily) == {
+        ("orders_per_currency", "watermark_never_decreases"): True,
+        ("orders_per_currency", "late_row_rate"): True,
+        ("orders_per_currency", "pending_rows_age"): True,
+        ("orders_per_currency", "primary_key_unique"): True,
     }
     latest = _latest_metadata(instance, "latest_rates")
     assert latest["dagster/row_count"] == 4
@@ -277,13 +284,17 @@ def test_observe_and_materialize_then_read_metadata_back(lake: Path, spark: Spar
 
     sensor = definitions.resolve_sensor_def("new_delta_versions")
     first = sensor.evaluate_tick(build_sensor_context(instance=instance))
-    assert [r.run_key for r in first.run_requests] == ["orders@5,rates@5"]
+    assert [r.run_key for r in first.run_requests] == [
+        "refresh_views:orders@5,rates@5", "refresh_daily_views:orders@5,rates@5",
+    ]
     quiet = sensor.evaluate_tick(build_sensor_context(instance=instance, cursor=first.cursor))
     assert quiet.run_requests == [] and quiet.skip_message
     fed = definitions.resolve_job_def("demo_feed").execute_in_process(instance=instance)
     assert fed.success
     moved = sensor.evaluate_tick(build_sensor_context(instance=instance, cursor=first.cursor))
-    assert [r.run_key for r in moved.run_requests] == ["orders@8,rates@6"]  # +I, -U/+U, -D
+    assert [r.run_key for r in moved.run_requests] == [  # +I, -U/+U, -D
+        "refresh_views:orders@8,rates@6", "refresh_daily_views:orders@8,rates@6",
+    ]
     assert refresh.execute_in_process(instance=instance).success
     assert _latest_metadata(instance, "orders_enriched")["build_rows_in"] == 2  # -U and +U
 
@@ -344,7 +355,8 @@ def test_loading_the_code_location_reads_and_writes_nothing_in_the_lake(tmp_path
     )
     assert shown.returncode == 0, shown.stderr[-3000:]
     platform = script_specs((ROOT / "assets" / "platform.sql").read_text())
-    assert shown.stdout.strip() == str(sorted(spec.name for spec in platform))
+    reports = ["orders_per_currency_daily_report"]  # a plain asset downstream
+    assert shown.stdout.strip() == str(sorted([*(spec.name for spec in platform), *reports]))
     assert not lake.exists()
 
 

@@ -227,12 +227,12 @@ def test_a_code_location_on_a_bucket_shows_its_assets_observes_and_senses_new_ve
 
     sensor = definitions.resolve_sensor_def("new_delta_versions")
     first = sensor.evaluate_tick(build_sensor_context(instance=instance))
-    assert [r.run_key for r in first.run_requests] == ["orders@0,rates@0"]
+    assert [r.run_key for r in first.run_requests] == ["refresh_views:orders@0,rates@0"]
     quiet = sensor.evaluate_tick(build_sensor_context(instance=instance, cursor=first.cursor))
     assert quiet.run_requests == [] and quiet.skip_message
     write_deltalake(orders, pa.table({"order_id": [3]}), mode="append")
     moved = sensor.evaluate_tick(build_sensor_context(instance=instance, cursor=first.cursor))
-    assert [r.run_key for r in moved.run_requests] == ["orders@1,rates@0"]
+    assert [r.run_key for r in moved.run_requests] == ["refresh_views:orders@1,rates@0"]
 
 
 def test_the_cli_declares_into_and_shows_a_lake_on_a_bucket(lake: str, tmp_path: Path) -> None:

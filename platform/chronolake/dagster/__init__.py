@@ -1,6 +1,7 @@
 """Dagster building blocks: every chronolake table as an asset, with its time metadata."""
 
 from chronolake.dagster.assets import chronolake_asset_checks, chronolake_assets
+from chronolake.dagster.completeness import on_complete_partitions
 from chronolake.dagster.declaring import declare_job, script_specs
 from chronolake.dagster.metadata import ChronolakeMetadataSet, table_definition_metadata
 from chronolake.dagster.resources import LakeResource, local_pyspark_resource
@@ -12,6 +13,7 @@ __all__ = [
     "chronolake_assets",
     "declare_job",
     "local_pyspark_resource",
+    "on_complete_partitions",
     "script_specs",
     "table_definition_metadata",
 ]

@@ -48,18 +48,19 @@ def default_sensor_status() -> DefaultSensorStatus:
 
 
 def delta_version_sensor(
-    job: UnresolvedAssetJobDefinition, tables: dict[str, Location], *,
+    jobs: Sequence[UnresolvedAssetJobDefinition], tables: dict[str, Location], *,
     name: str = "new_delta_versions",
     minimum_interval_seconds: int = 30,
 ) -> SensorDefinition:
-    """A sensor that launches `job` when any of `tables` (name -> Delta path) has a new version.
+    """A sensor that launches each of `jobs` when any of `tables` (name -> Delta path) has a
+    new version (several jobs: assets of different partitions cannot share one).
 
     The cursor holds the versions already handed to a run, so each new commit
-    launches one run (runs that find nothing new say so and change nothing).
+    launches one run per job (runs that find nothing new say so and change nothing).
     """
 
     @sensor(
-        name=name, job=job, minimum_interval_seconds=minimum_interval_seconds,
+        name=name, jobs=list(jobs), minimum_interval_seconds=minimum_interval_seconds,
         default_status=default_sensor_status(),
         description="Launch a run when a source table's Delta version moves.",
     )
@@ -70,9 +71,11 @@ def delta_version_sensor(
         moved = sorted(t for t, v in current.items() if v > seen.get(t, -1))
         if not moved:
             return SkipReason("no source table has a new Delta version")
-        run_key = ",".join(f"{t}@{current[t]}" for t in sorted(current))
+        versions = ",".join(f"{t}@{current[t]}" for t in sorted(current))
+        tags = {"chronolake/moved": ",".join(moved)}
         return SensorResult(
-            run_requests=[RunRequest(run_key=run_key, tags={"chronolake/moved": ",".join(moved)})],
+            run_requests=[RunRequest(run_key=f"{job.name}:{versions}", job_name=job.name,
+                                     tags=tags) for job in jobs],
             cursor=json.dumps(current),
         )
 

@@ -18,7 +18,7 @@ from chronolake.dagster.resources import DECLARE_JOB
 from chronolake.demo.lake import build_demo_lake
 from chronolake.errors import DefinitionError
 
-DEMO_JOBS = (DECLARE_JOB, "observe_sources", "refresh_views")
+DEMO_JOBS = (DECLARE_JOB, "observe_sources", "refresh_views", "refresh_daily_views")
 """The set-up (the platform's DDL declared in the lake), then a first run of everything."""
 
 
