@@ -50,7 +50,7 @@ def _platform() -> str:
     """The reference platform's sources and its temporal join, partitioned by the hour."""
     ddl = (ROOT / "assets" / "platform.sql").read_text()
     head = ddl[: ddl.index("CREATE TABLE rates_hybrid")]
-    join = ddl[ddl.index("CREATE VIEW orders_enriched"):ddl.index("CREATE VIEW orders_enriched_")]
+    join = ddl[ddl.index("CREATE VIEW orders_enriched"):ddl.index("-- Each order with the latest")]
     return head + _with(join, "orders_enriched", HOURLY)
 
 
@@ -230,7 +230,8 @@ def test_a_partitioned_source_records_the_hours_its_watermark_closed(tmp_path: P
         Catalog(tmp_path).root)], resources={"lake": LakeResource(root=str(tmp_path))})
     observed = defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=instance, asset_selection=[AssetKey("orders")])
-    hours = {"2026-11-02-09:00"}  # the feed's orders end before 11:00: 10:00 is open
+    # from the start, 2 Nov 00:00: the feed's orders end before 11:00, so 10:00 is open
+    hours = {f"2026-11-02-{hour:02}:00" for hour in range(10)}
     assert {event.partition for event in observed.get_asset_observation_events()} == hours
 
     sensor = defs.resolve_sensor_def("reconcile_partitions")
