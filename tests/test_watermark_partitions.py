@@ -37,7 +37,7 @@ from chronolake.errors import DefinitionError
 from chronolake.lake.layout import output_path
 from chronolake.lake.stamps import latest_recorded_watermark
 from chronolake.runtime.derived import DerivedTable
-from chronolake.schema.time_options import TimePartitions
+from chronolake.schema import TimeOptions, TimePartitions, ViewSpec
 from chronolake.watermarks.partitions import windows_between
 
 pytestmark = pytest.mark.slow
@@ -240,3 +240,16 @@ def test_a_partitioned_source_records_the_hours_its_watermark_closed(tmp_path: P
     for event in first.asset_events:
         instance.report_runless_asset_event(event)
     assert sensor(build_sensor_context(instance=instance, cursor=first.cursor)).asset_events == []
+
+
+def test_partitions_declared_in_python_are_resolved_as_in_ddl(tmp_path: Path) -> None:
+    catalog = Catalog(tmp_path)
+    [orders] = catalog.declare(_platform()[: _platform().index("-- Currency rates")])
+    hourly = TimeOptions(partitions=TimePartitions(schedule="hourly", start="2026-11-02"))
+    registered = catalog.register(orders.model_copy(update={"time": hourly}), replace=True)
+    assert registered.time.partitions is not None
+    assert registered.time.partitions.column == "order_time"  # its rowtime, as in DDL
+    assert catalog.spec("orders").time == registered.time
+    plain = ViewSpec(name="recent", query="SELECT order_id FROM orders", time=hourly)
+    with pytest.raises(DefinitionError, match=r"view 'recent' is computed on read"):
+        catalog.register(plain)

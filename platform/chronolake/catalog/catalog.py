@@ -40,6 +40,7 @@ from chronolake.sql.existing import (
 )
 from chronolake.sql.inspection import InspectionStatement
 from chronolake.sql.operator_plan import StoredPlan, bind_plan, refuse_plain
+from chronolake.sql.time_partitions import partitioned_on
 
 
 class Catalog:
@@ -148,6 +149,7 @@ class Catalog:
         of the same name left behind.
         """
         kind: Kind = "table" if isinstance(spec, TableSpec) else "view"
+        spec = spec.model_copy(update={"time": partitioned_on(spec, spec.time)})  # as DDL does
         if isinstance(spec, TableSpec):
             self._check_stored_types(spec)
         if self.registry.is_registered(spec.name):

@@ -18,6 +18,7 @@ from chronolake.schema.spec import (
     ViewSpec,
     WatermarkSpec,
 )
+from chronolake.schema.time_options import Freshness, TimeOptions, TimePartitions
 
 __all__ = [
     "ChangelogMode",
@@ -25,12 +26,15 @@ __all__ = [
     "ComputedColumn",
     "DeltaOptions",
     "EmitStrategy",
+    "Freshness",
     "MetadataColumn",
     "MetadataKey",
     "PhysicalColumn",
     "StartupMode",
     "TableKind",
     "TableSpec",
+    "TimeOptions",
+    "TimePartitions",
     "ViewKind",
     "ViewSpec",
     "WatermarkSpec",
