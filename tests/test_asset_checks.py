@@ -4,15 +4,13 @@ it (issue 20 item 1)."""
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from _demo import demo_copy
 from dagster import (
     AssetKey,
     AssetMaterialization,
@@ -37,7 +35,6 @@ from chronolake.demo.lake import DEMO_START, append_orders, build_demo_lake, fee
 from ops import JOBS
 
 ROOT = Path(__file__).resolve().parent.parent
-CHRONOLAKE = str(Path(sys.executable).with_name("chronolake"))
 
 pytestmark = pytest.mark.slow
 
@@ -72,12 +69,11 @@ def _failed(result: ExecuteInProcessResult) -> set[tuple[str, str]]:
     }
 
 
-def test_every_check_passes_after_the_demo_and_after_live_feeds(tmp_path: Path) -> None:
-    lake, home = tmp_path / "lake", tmp_path / "dagster-home"
-    environment = {**os.environ, "DAGSTER_HOME": str(home)}
-    subprocess.run([CHRONOLAKE, "demo", "--project", str(ROOT), "--lake", str(lake)],
-                   env=environment, check=True, capture_output=True, text=True, cwd=tmp_path)
-    instance = DagsterInstance.from_config(str(home))
+def test_every_check_passes_after_the_demo_and_after_live_feeds(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    lake = demo_copy(tmp_path_factory, tmp_path / "lake", tmp_path / "dagster-home").lake
+    instance = DagsterInstance.from_config(str(tmp_path / "dagster-home"))
     after_demo = _evaluations(instance)
     # a key check per keyed table, 3 per derived table, and the two freshness checks
     assert len(after_demo) == 8 + 3 * 5 + 2

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _demo import demo_copy
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -65,15 +66,17 @@ def _run(step: Step, *, lake: Path, scratch: Path, environment: dict[str, str]) 
     return Done(done.returncode, done.stdout, done.stderr)
 
 
-def test_the_readme_tour_runs_in_order_and_prints_what_it_shows(tmp_path: Path) -> None:
+def test_the_readme_tour_runs_in_order_and_prints_what_it_shows(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     readme = (ROOT / "README.md").read_text()
     steps = tour_steps(readme)
-    lake, scratch = tmp_path / "demo-lake", tmp_path / "scratch"
+    scratch = tmp_path / "scratch"
     scratch.mkdir()
-    environment = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster-home"),
-                   "COLUMNS": "80"}
-    subprocess.run([BIN / "chronolake", "demo", "--project", ROOT, "--lake", lake],
-                   env=environment, check=True, capture_output=True, timeout=600)
+    # the tour's first step, `chronolake demo`: the run's one demo, copied
+    demo = demo_copy(tmp_path_factory, tmp_path / "demo-lake", tmp_path / "dagster-home")
+    lake = demo.lake
+    environment = {**os.environ, "DAGSTER_HOME": str(demo.dagster_home), "COLUMNS": "80"}
     # the UI (step 5) is the browser test's: it runs until stopped
     status, unmatched, corrected, fed, typo, own = [
         s for s in steps if "chronolake dev" not in s.commands
