@@ -18,6 +18,7 @@ from chronolake.dagster import (
     declare_job,
     script_specs,
 )
+from chronolake.dagster.partitions import reconcile_sensor
 from ops import JOBS, SCHEDULES, freshness_checking, sensors
 from ops.demo_feed import DEMO_JOBS, DEMO_SCHEDULES
 from resources import LAKE_ROOT, RESOURCES
@@ -31,7 +32,8 @@ defs = Definitions(
     asset_checks=chronolake_asset_checks(LAKE_ROOT, PLATFORM_SPECS),
     jobs=[declare_job(PLATFORM_DDL), *JOBS, *FRESHNESS_JOBS, *DEMO_JOBS],
     schedules=[*SCHEDULES, *FRESHNESS_SCHEDULES, *DEMO_SCHEDULES],
-    sensors=sensors(LAKE_ROOT, PLATFORM_SPECS),
+    # the lake is the truth: partitions completed by runs outside Dagster are recorded too
+    sensors=[*sensors(LAKE_ROOT, PLATFORM_SPECS), reconcile_sensor(LAKE_ROOT, PLATFORM_SPECS)],
     resources=RESOURCES,
     executor=in_process_executor,  # a run's ops share its Spark session and DataFrames
 )
