@@ -29,6 +29,7 @@ defs = Definitions(
     asset_checks=chronolake_asset_checks(LAKE_ROOT, PLATFORM_SPECS),
     jobs=[declare_job(PLATFORM_DDL), *JOBS, *FRESHNESS_JOBS, *DEMO_JOBS],
     schedules=[*SCHEDULES, *FRESHNESS_SCHEDULES, *DEMO_SCHEDULES],
+    # the lake is the truth: partitions completed by runs outside Dagster are recorded too
     sensors=sensors(LAKE_ROOT, PLATFORM_SPECS),
     resources=RESOURCES,
     executor=in_process_executor,  # a run's ops share its Spark session and DataFrames

@@ -65,7 +65,13 @@ WHERE rownum = 1;
 -- A derived table keyed by order_id: a corrected order updates its row (-U/+U), a cancelled
 -- one retracts it (-D); each commit records the join's output watermark. Its watermark may
 -- trail the clock by 15 minutes at most (the `watermark_freshness` check, `check_freshness`).
-CREATE VIEW orders_enriched WITH ('freshness.max-lag' = '15 min') AS
+-- It is partitioned by the hour of order_time: an hour is complete once the watermark passes
+-- its end, and Dagster records it then (`chronolake partitions orders_enriched`).
+CREATE VIEW orders_enriched WITH (
+  'partition.time.schedule' = 'hourly',
+  'partition.time.start' = '2026-11-02 09:00',
+  'freshness.max-lag' = '15 min'
+) AS
 SELECT o.order_id, o.currency, o.amount, o.order_time,
        r.rate, r.currency_time AS rate_time, o.amount * r.rate AS amount_usd
 FROM orders AS o

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from importlib.metadata import version
 from pathlib import Path
 
@@ -24,11 +25,12 @@ from deltalake import DeltaTable
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from chronolake import Catalog, materialize_view
 from chronolake.cli.app import main
-from chronolake.demo.lake import build_demo_lake
-from chronolake.lake.layout import LOGS_ROOT, last_error_path
+from chronolake.demo.lake import DEMO_START, build_demo_lake, correct_orders, feed_demo_lake
+from chronolake.lake.layout import LOGS_ROOT, last_error_path, output_path
 from chronolake.spark.errors import spark_error_line
 from chronolake.sql.ddl import parse_view
 
@@ -166,6 +168,121 @@ def test_status_json_is_one_object_per_table(lake: Path) -> None:
         "pending_rows": None, "last_run": None, "last_run_at": None,
         "last_error": None, "last_error_at": None,
     }
+
+
+# -- partitions -------------------------------------------------------------------------------
+
+
+def test_partitions_before_any_run_wait_for_a_watermark(lake: Path) -> None:
+    result = _invoke("partitions", "orders_enriched", "--lake", str(lake))
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "orders_enriched: hourly partitions of order_time from 2026-11-02 09:00 UTC",
+        "  watermark: none yet",
+        "  complete: none yet",
+        "  next: 2026-11-02-09:00, waits for the watermark to reach 2026-11-02 10:00:00",
+        "        (there is none yet)",
+        "No complete partition holds rows yet.",
+    ]
+
+
+def test_partitions_of_a_table_without_them_are_refused_saying_how_to_declare_them(
+    lake: Path
+) -> None:
+    refused = _invoke("partitions", "latest_rates", "--lake", str(lake))
+    assert refused.exit_code == 1
+    assert refused.output == (
+        "error: view 'latest_rates' has no time partitions; declare them with its WITH "
+        "options, e.g. CREATE OR REPLACE VIEW latest_rates WITH ('partition.time.schedule' = "
+        "'hourly', 'partition.time.start' = '2026-11-01') ...\n"
+    )
+    unknown = _invoke("partitions", "orders_enrichd", "--lake", str(lake))
+    assert unknown.exit_code == 1
+    assert "no table or view 'orders_enrichd' is registered; did you mean 'orders_enriched'?" \
+        in unknown.output
+
+
+def test_partitions_of_a_source_follow_its_watermark_in_its_zone(tmp_path: Path) -> None:
+    build_demo_lake(tmp_path)
+    orders = PLATFORM_DDL[: PLATFORM_DDL.index("-- Currency rates")]
+    Catalog(tmp_path).declare(orders.replace("'changelog' = 'cdf',", (
+        "'changelog' = 'cdf', 'partition.time.schedule' = 'daily', "
+        "'partition.time.start' = '2026-11-01', 'partition.time.zone' = 'Europe/Berlin',")))
+    result = _invoke("partitions", "orders", "--lake", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [  # Berlin's 2 Nov ends at 23:00 UTC
+        "orders: daily partitions of order_time from 2026-11-01 Europe/Berlin",
+        "  watermark: 2026-11-02 09:59:54.808 (file statistics)",
+        "  complete: 1 (2026-11-01)",
+        "  next: 2026-11-02, waits for the watermark to reach 2026-11-02 23:00:00",
+        "        (13h 00m beyond the watermark)",
+        "A source table's commits stamp no figures per partition; a derived table's do.",
+    ]
+
+
+@pytest.mark.spark
+def test_partitions_complete_as_the_watermark_passes_them_and_show_later_changes(
+    lake: Path, spark: SparkSession
+) -> None:
+    def partitions(*flags: str) -> list[str]:
+        result = _invoke("partitions", "orders_enriched", "--lake", str(lake), *flags)
+        assert result.exit_code == 0, result.output
+        return result.output.splitlines()
+
+    def run() -> int:
+        assert _invoke("run", "orders_enriched", "--lake", str(lake)).exit_code == 0
+        return DeltaTable(str(output_path(lake, "orders_enriched"))).version()
+
+    run()  # the rates' watermark, 09:39:55, holds the join back: no hour is complete
+    assert partitions()[1:] == [
+        "  watermark: 2026-11-02 09:39:55.000 (its last run)",
+        "  complete: none yet",
+        "  next: 2026-11-02-09:00, waits for the watermark to reach 2026-11-02 10:00:00",
+        "        (20m 05s beyond the watermark)",
+        "No complete partition holds rows yet.",
+    ]
+
+    feed_demo_lake(lake, seed=0, now=DEMO_START + timedelta(hours=2))  # orders up to 11:00
+    completing = run()
+    shown = partitions()
+    assert shown[2:4] == [
+        "  complete: 1 (2026-11-02-09:00)",
+        "  next: 2026-11-02-10:00, waits for the watermark to reach 2026-11-02 11:00:00",
+    ]
+    rows = _rows_per_hour(spark, lake)
+    assert _partition_rows(shown) == {
+        "2026-11-02-09:00": [str(rows["2026-11-02-09:00"]), "0", "0", "0", "0",
+                             str(completing), "completed"],
+    }
+
+    correct_orders(lake / "orders", [3], percent=10)  # an order of the complete 09:00 hour
+    feed_demo_lake(lake, seed=1, now=DEMO_START + timedelta(hours=3, minutes=30))
+    changing = run()
+    everything = partitions("--all")
+    assert everything[2] == "  complete: 3 (2026-11-02-09:00 … 2026-11-02-11:00)"
+    rows = _rows_per_hour(spark, lake)
+    assert _partition_rows(everything) == {  # 11:00 holds no order: not listed
+        "2026-11-02-09:00": [str(rows["2026-11-02-09:00"]), "0", "1", "1", "0",
+                             str(changing), "changed"],
+        "2026-11-02-10:00": [str(rows["2026-11-02-10:00"]), "0", "0", "0", "0",
+                             str(changing), "completed"],
+    }
+    latest = partitions("--last", "1")
+    assert list(_partition_rows(latest)) == ["2026-11-02-10:00"]
+    assert latest[-1] == ("the latest 1 of 2 partitions with rows or changes; --all shows "
+                          "every one")
+
+
+def _partition_rows(lines: list[str]) -> dict[str, list[str]]:
+    """The rows of `chronolake partitions`' table, by partition key."""
+    return {line.split()[0]: line.split()[1:] for line in lines if line.startswith("2026-")}
+
+
+def _rows_per_hour(spark: SparkSession, lake: Path) -> dict[str, int]:
+    rows = Catalog(lake, spark).table("orders_enriched").groupBy(
+        F.date_format("order_time", "yyyy-MM-dd-HH:00").alias("hour")
+    ).count()
+    return {row["hour"]: row["count"] for row in rows.collect()}  # a few hours: small
 
 
 # -- feed ---------------------------------------------------------------------------------------

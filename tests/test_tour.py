@@ -2,7 +2,8 @@
 
 The commands are read from the README itself, so the tour a newcomer follows is the one
 tested: each step runs in order, prints its result and nothing else, and what the README
-shows as a step's output is what it prints.
+shows as a step's output is what it prints (after the feed, whose times are today's, the
+lines that name no time of today).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -43,6 +45,14 @@ def tour_steps(readme: str) -> list[Step]:
         if language == "sh":
             steps.append(Step(body, following[1] if following[0] == "text" else None))
     return steps
+
+
+def _stable(output: str) -> list[str]:
+    """The lines of an output that read the same whenever the tour runs: those with no
+    figure at all, or naming no day but the demo's, 2 Nov 2026 (no time of today, no lag)."""
+    return [line for line in output.splitlines()
+            if not re.search(r"\d", line)
+            or set(re.findall(r"\d{4}-\d{2}-\d{2}", line)) == {"2026-11-02"}]
 
 
 def python_run(readme: str) -> str:
@@ -78,7 +88,7 @@ def test_the_readme_tour_runs_in_order_and_prints_what_it_shows(
     lake = demo.lake
     environment = {**os.environ, "DAGSTER_HOME": str(demo.dagster_home), "COLUMNS": "80"}
     # the UI (step 5) is the browser test's: it runs until stopped
-    status, unmatched, corrected, fed, typo, own = [
+    status, waiting, unmatched, corrected, fed, completed, typo, own = [
         s for s in steps if "chronolake dev" not in s.commands
     ]
 
@@ -90,6 +100,10 @@ def test_the_readme_tour_runs_in_order_and_prints_what_it_shows(
     enriched = next(line for line in first.stdout.splitlines()
                     if line.startswith("orders_enriched "))
     assert "2026-11-02" in enriched and " 661 " in enriched  # pending behind the rates
+
+    hours = run(waiting)  # nothing complete: the 09:00 hour waits for the rates' watermark
+    assert (hours.returncode, hours.stderr) == (0, "")
+    assert hours.stdout == waiting.shown
 
     rates = run(unmatched)
     assert (rates.returncode, rates.stderr) == (0, "")
@@ -105,6 +119,17 @@ def test_the_readme_tour_runs_in_order_and_prints_what_it_shows(
     assert feed.stdout.startswith("orders: rows appended 100, updated 1, deleted 1")
     assert "orders_enriched: run 2 committed" in feed.stdout
     assert "revenue_per_currency: run 2 committed" in feed.stdout
+
+    complete = run(completed)  # every hour since 09:00 on 2 Nov, the current one open
+    assert (complete.returncode, complete.stderr) == (0, "")
+    assert completed.shown is not None
+    assert _stable(complete.stdout) == _stable(completed.shown)
+    [(count, last)] = re.findall(r"complete: (\d+) \(2026-11-02-09:00 … (\S+)\)",
+                                 complete.stdout)
+    last_start = datetime.strptime(last, "%Y-%m-%d-%H:%M")
+    assert int(count) == (last_start - datetime(2026, 11, 2, 9)) // timedelta(hours=1) + 1
+    now = datetime.now(UTC).replace(tzinfo=None)
+    assert now - last_start < timedelta(hours=2)  # up to the hour before the current one
 
     refused = run(typo)
     assert refused.returncode == 1 and refused.stdout == ""

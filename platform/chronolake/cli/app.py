@@ -1,6 +1,6 @@
 """The `chronolake` command: run SQL scripts against a lake (or an interactive SQL shell,
 `chronolake.cli.shell`), build, feed and run the demo platform, and show where every view
-stands.
+stands and how far its time partitions are complete.
 
 Errors end a command with exit code 1 and a few lines (`report_error`): chronolake's own as
 they are, an error Spark raises as one line (`chronolake.spark.errors`) with its full text in
@@ -470,6 +470,26 @@ def status(lake: LocationLike, output_format: str) -> None:
         print_status_json(rows)
     else:
         print_status(rows, backend_in_use())
+
+
+@main.command()
+@click.argument("name")
+@LAKE_OPTION
+@click.option("--last", type=click.IntRange(min=1), default=10, show_default=True,
+              help="How many of the latest complete partitions with rows or changes to list.")
+@click.option("--all", "show_all", is_flag=True, help="List every one of them.")
+def partitions(name: str, lake: LocationLike, last: int, show_all: bool) -> None:
+    """Show where the time partitions of table or view NAME stand: its watermark, which
+    partitions it completed and which one is next, and the rows, late rows and last changes
+    of each complete partition, as its commits stamped them (read from Delta logs, no
+    Spark). Dagster records the same partitions as materialized."""
+    from chronolake.cli.output import print_partitions
+    from chronolake.cli.partitions import partitions_report
+
+    _step().lake = lake
+    _require_lake(lake)
+    report = partitions_report(lake, name)
+    print_partitions(report, last=None if show_all else last)
 
 
 def _require_lake(lake: LocationLike) -> None:

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chronolake.cli.partitions import PartitionsReport
 from chronolake.cli.status import TableStatus
 from chronolake.clock import lag_text
 from chronolake.lake.tables import latest_commits
@@ -107,6 +108,59 @@ def print_status_json(rows: list[TableStatus]) -> None:
     """`chronolake status --format json`: one JSON object per table, one per line."""
     for row in rows:
         print(row.model_dump_json())
+
+
+def print_partitions(report: PartitionsReport, *, last: int | None) -> None:
+    """`chronolake partitions` for people: the schedule, the watermark, the complete
+    partitions (first … last) and the next one with what it waits for, then a table of the
+    complete partitions that hold rows or were changed (the `last` latest; None: all)."""
+    console = Console(highlight=False)
+    spec = report.partitions
+    column = f" of {spec.column}" if spec.column else ""
+    console.print(f"[bold]{report.name}[/]: {spec.schedule} partitions{column} from "
+                  f"{spec.start} {spec.zone}")
+    if report.watermark_ms is None:
+        console.print("  watermark: none yet")
+    else:
+        console.print(f"  watermark: {_instant(report.watermark_ms)} ({report.watermark_from})")
+    done = report.complete
+    if not done:
+        console.print("  complete: none yet")
+    else:
+        span = done[0] if len(done) == 1 else f"{done[0]} … {done[-1]}"
+        console.print(f"  complete: {len(done)} ({span})")
+    if report.next_open is not None and report.next_due_ms is not None:
+        console.print(f"  next: {report.next_open.key}, waits for the watermark to reach "
+                      f"{_instant(report.next_due_ms)[:-4]}", soft_wrap=True)
+        if report.watermark_ms is None:
+            console.print("        (there is none yet)")
+        else:
+            ahead = lag_text((report.next_due_ms - report.watermark_ms) / 1000)
+            console.print(f"        ({ahead} beyond the watermark)")
+    if not report.derived:
+        console.print("A source table's commits stamp no figures per partition; a derived "
+                      "table's do.")
+        return
+    records = report.records
+    if not records:
+        console.print("No complete partition holds rows yet.")
+        return
+    shown = records if last is None else records[-last:]
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("partition")
+    for header in ("rows", "late", "-U", "+U", "-D", "version"):
+        table.add_column(header, justify="right")
+    table.add_column("recorded", justify="right")  # no trailing blanks
+    for record in shown:
+        table.add_row(
+            record.key, str(record.rows), str(record.late_rows),
+            *(str(record.changes.get(kind, 0)) for kind in ("-U", "+U", "-D")),
+            str(record.version), "completed" if record.completed else "changed",
+        )
+    console.print(table)
+    if len(shown) < len(records):
+        console.print(f"the latest {len(shown)} of {len(records)} partitions with rows or "
+                      "changes; --all shows every one")
 
 
 def print_feed(

@@ -54,12 +54,14 @@ from chronolake.dagster.config import RunConfig
 from chronolake.dagster.handoff import HANDOFF_IO_MANAGER_KEY, run_handoff_io_manager
 from chronolake.dagster.metadata import run_metadata, shown_watermark
 from chronolake.dagster.partitions import (
+    DELTA_VERSION,
     LATE_PARTITIONS_CHECK,
     asset_partitions,
     committed_stamps,
     late_partitions_check_spec,
     late_rows_per_partition,
     partition_materializations,
+    recorded_version,
 )
 from chronolake.dagster.resources import LakeResource
 from chronolake.dagster.spark_jobs import StageCost, counted_stage
@@ -232,9 +234,20 @@ def commit(
         yield Output(None, _RESULT, metadata=metadata)
     else:  # its partitions, as the commit stamped them; never the ones a launch targeted
         stamps = committed_stamps(derived.output_path, result.output_version)
-        yield AssetObservation(asset_key=AssetKey(derived.name), metadata=metadata)
         yield from partition_materializations(derived.name, stamps)
         yield late_rows_per_partition(derived.name, stamps, lake.late_row_rate_threshold)
+        if context.has_partition_key or context.has_partition_key_range:
+            yield AssetObservation(asset_key=AssetKey(derived.name), metadata=metadata)
+        else:
+            # A run of no partition (`refresh_views`) brought the table up to date: its output
+            # lets the views downstream in this run go on (Dagster skips a step whose input
+            # was not yielded), recorded, as Dagster records any partitioned asset that an
+            # unpartitioned run materializes, as no partition; last, so that the latest
+            # materialization names the Delta version whose partitions were recorded.
+            recorded = (result.output_version if result.output_version is not None
+                        else recorded_version(context.instance, derived.name))
+            yield Output(None, _RESULT, metadata=metadata | (
+                {DELTA_VERSION: recorded} if recorded >= 0 else {}))
     yield from checks
 
 

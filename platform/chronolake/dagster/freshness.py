@@ -40,12 +40,10 @@ from chronolake.dagster.declaring import served_specs
 from chronolake.dagster.resources import LakeResource
 from chronolake.location import LocationLike, as_location
 from chronolake.schema import TableSpec, ViewSpec
-from chronolake.schema.spec import ViewKind
 from chronolake.schema.time_options import Freshness, TimePartitions
-from chronolake.schema.windows import WINDOW_START, Windows
+from chronolake.schema.windows import Windows
+from chronolake.sql.partition_windows import partition_windows
 from chronolake.sql.query import referenced_tables
-from chronolake.sql.view_kinds import view_kind
-from chronolake.sql.window import plan_window_aggregate
 from chronolake.watermarks.partitions import (
     PartitionWindow,
     completed_at,
@@ -139,7 +137,7 @@ def judge(spec: Spec, specs: Mapping[str, Spec], watermarks: Mapping[str, Curren
                             f"{lag_text(lag_ms / 1000)}, more than max-lag {freshness.max_lag}")
     partitions = spec.time.partitions
     if freshness.partition_deadline_ms is not None and partitions is not None:
-        overdue = overdue_partitions(partitions, _windows(spec, specs), watermark,
+        overdue = overdue_partitions(partitions, partition_windows(spec, specs), watermark,
                                      now_ms - freshness.partition_deadline_ms)
         metadata["overdue_partitions"] = MetadataValue.int(len(overdue))
         if overdue:
@@ -217,17 +215,6 @@ def _held_back(holder: Holder, specs: Mapping[str, Spec],
         return f"held back by {_what(spec)}{via}, which has no watermark yet"
     return (f"held back by {_what(spec)}{via}, whose watermark {_instant(watermark)} trails "
             f"now by {lag_text((now_ms - watermark) / 1000)}")
-
-
-def _windows(spec: Spec, specs: Mapping[str, Spec]) -> Windows | None:
-    """The windows of a window aggregate partitioned by `window_start` (their ends, not the
-    partition's, complete it), else None."""
-    partitions = spec.time.partitions
-    if (not isinstance(spec, ViewSpec) or partitions is None or partitions.column is None
-            or partitions.column.lower() != WINDOW_START
-            or view_kind(spec) is not ViewKind.WINDOW_AGGREGATE):
-        return None
-    return plan_window_aggregate(spec.query, specs).windows
 
 
 def _order(watermark: CurrentWatermark) -> tuple[bool, int]:

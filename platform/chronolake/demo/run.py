@@ -18,8 +18,11 @@ from chronolake.dagster.resources import DECLARE_JOB
 from chronolake.demo.lake import build_demo_lake
 from chronolake.errors import DefinitionError
 
-DEMO_JOBS = (DECLARE_JOB, "observe_sources", "refresh_views", "refresh_daily_views")
-"""The set-up (the platform's DDL declared in the lake), then a first run of everything."""
+DEMO_JOBS = (
+    DECLARE_JOB, "observe_sources", "refresh_hourly_views", "refresh_views", "refresh_daily_views"
+)
+"""The set-up (the platform's DDL declared in the lake), then a first run of everything, upstream
+first: `refresh_views` runs `revenue_per_currency`, which reads the hourly `orders_enriched`."""
 
 
 _QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
