@@ -1,5 +1,6 @@
 """Helpers for the browser test: a `dagster dev` server started and stopped by its process id,
-and a headless Debian Chromium driven by Playwright.
+runs launched on it as the UI launches them, and a headless Debian Chromium driven by
+Playwright.
 
 Nothing here downloads a browser: Playwright launches the system's `/usr/bin/chromium` (which
 `./dev test` installs), with the flags that keep it from reaching for the network.
@@ -7,6 +8,7 @@ Nothing here downloads a browser: Playwright launches the system's `/usr/bin/chr
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -15,11 +17,15 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
+from dagster import DagsterRunStatus
+from dagster_graphql import DagsterGraphQLClient
 from playwright.sync_api import BrowserContext, sync_playwright
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -54,6 +60,62 @@ class DagsterDevServer:
     @property
     def pid(self) -> int:
         return self.process.pid
+
+
+FIRST_PARTITION_QUERY = """
+query FirstPartition($selector: PipelineSelector!, $assets: [AssetKeyInput!]) {
+  pipelineOrError(params: $selector) {
+    ... on Pipeline {
+      partitionKeysOrError(limit: 1, selectedAssetKeys: $assets) { partitionKeys }
+    }
+  }
+}
+"""
+RUN_ENDED = (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
+
+
+def launch_and_wait(
+    server: DagsterDevServer, job: str, *, location: str, assets: Sequence[str] = (),
+    timeout_s: float = 300.0,
+) -> str:
+    """Launch `job` (or only its `assets`, with their checks) on `server` through its GraphQL
+    API, as the UI's launch and materialize buttons do, and wait until the run succeeded;
+    returns its id. Partitioned assets are launched for their first partition: a run brings
+    its tables up to date, whichever partition it was launched for."""
+    address = urlsplit(server.url)
+    client = DagsterGraphQLClient(address.hostname or "127.0.0.1", port_number=address.port)
+    selector = {"repositoryLocationName": location, "repositoryName": "__repository__",
+                "pipelineName": job}
+    keys = [{"path": [name]} for name in assets] or None
+    found = _graphql(server, FIRST_PARTITION_QUERY, {"selector": selector, "assets": keys})
+    partitions = found["pipelineOrError"].get("partitionKeysOrError", {}).get("partitionKeys")
+    run_id = client.submit_job_execution(
+        job, repository_location_name=location, asset_selection=list(assets) or None,
+        tags={"dagster/partition": partitions[0]} if partitions else None,
+    )
+    deadline = time.monotonic() + timeout_s
+    while (status := client.get_run_status(run_id)) not in RUN_ENDED:
+        if time.monotonic() > deadline:
+            msg = f"run {run_id} of {job} still {status.value} after {timeout_s:.0f} s"
+            raise TimeoutError(msg)
+        time.sleep(0.5)
+    assert status is DagsterRunStatus.SUCCESS, (
+        f"run {run_id} of {job}: {status.value}; see {server.url}/runs/{run_id}"
+    )
+    return run_id
+
+
+def _graphql(server: DagsterDevServer, query: str, variables: dict[str, object]
+             ) -> dict[str, Any]:
+    """The data of a GraphQL query to `server`'s API."""
+    body = json.dumps({"query": query, "variables": variables}).encode()
+    request = urllib.request.Request(
+        f"{server.url}/graphql", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        reply = json.load(answer)
+    assert "errors" not in reply, f"GraphQL errors from {server.url}: {reply['errors']}"
+    return dict(reply["data"])
 
 
 def process_group_alive(pgid: int) -> bool:

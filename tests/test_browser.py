@@ -1,8 +1,12 @@
 """The reference platform as a person sees it: `dagster dev` driven by headless Chromium.
 
 One demo build, one server and one browser for the whole test: starting them is most of its
-time. Screenshots of every page it checks go to the test's `tmp_path`; the last one is also
-copied to `tests/output/`. With `CHRONOLAKE_REFRESH_DOCS=1` the two the README shows go to
+time. It first checks the platform as the demo leaves it (its data from 2 Nov 2026: no day
+complete, the freshness checks failing), then runs the demo's feeder and materializes two
+views on the server, and checks the days the watermark completed and the freshness check
+passing.
+Screenshots of every page it checks go to the test's `tmp_path`; the last one is also
+copied to `tests/output/`. With `CHRONOLAKE_REFRESH_DOCS=1` the ones the README shows go to
 `docs/` too (a test run otherwise leaves the repository's files as they were).
 """
 
@@ -23,16 +27,21 @@ from _browser import (
     CHROMIUM,
     chromium_context,
     dagster_dev,
+    launch_and_wait,
     process_group_alive,
     process_group_members,
     stop_process_group,
 )
 from dagster import AssetKey, DagsterInstance
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import FloatRect, Locator, Page, expect
 
 from chronolake.catalog import load_entries
 from chronolake.dagster.preview import PREVIEW_ROWS
+from chronolake.lake.layout import output_path
+from chronolake.lake.stamps import latest_recorded_watermark
 from chronolake.schema import TableSpec, ViewSpec
+from chronolake.sql.window import plan_window_aggregate
+from chronolake.watermarks.partitions import complete, first_start_ms, windows_between
 
 REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = Path(__file__).resolve().parent / "output"
@@ -56,14 +65,23 @@ PLATFORM_ASSETS = (
     "orders_enriched_latest",
     "orders_per_currency",
     "revenue_per_currency",
+    "orders_per_currency_daily_report",
 )
+# The daily partitioned window view whose partitions the test shows completing.
+PARTITIONED_ASSET = "orders_per_currency"
+LOCATION = "assets.definitions"  # the code location `workspace.yaml` loads
+ASSET_JOB = "__ASSET_JOB"  # Dagster's implicit job: what an asset's Materialize button runs
 # The screenshots the README shows, by the name this test takes them under.
 README_SCREENSHOTS = {
     "1-asset-graph.png": "dagster-asset-graph.png",
     f"3-{SHOWN_ASSET}.png": "dagster-orders-enriched.png",
+    f"6-{SHOWN_ASSET}-stale.png": "dagster-watermark-freshness.png",
+    f"7-{PARTITIONED_ASSET}-partitions.png": "dagster-partitions.png",
 }
 # The instance the demo and the server share: no telemetry, no "join the community" dialog.
 INSTANCE_YAML = "telemetry:\n  enabled: false\nnux:\n  enabled: false\n"
+# The new screenshots, cut to the part of the (tall) page that shows something.
+TOP_OF_PAGE: FloatRect = {"x": 0, "y": 0, "width": 1920, "height": 1100}
 UI_TIMEOUT_MS = 30_000  # the UI loads live data a few seconds after the page
 expect.set_options(timeout=UI_TIMEOUT_MS)
 
@@ -96,6 +114,19 @@ def test_dagster_ui_shows_the_platform_its_metadata_and_checks(tmp_path: Path) -
                 )
                 _check_asset_checks(page, server.url, tmp_path / f"4-{SHOWN_ASSET}-checks.png")
                 _check_run_steps(page, server.url, run_id, tmp_path / f"5-{SHOWN_ASSET}-run.png")
+                _check_freshness(page, server.url, tmp_path / f"6-{SHOWN_ASSET}-stale.png",
+                                 passed=False)
+                # Data of today, as the demo's feeder writes it, and the two assets brought up
+                # to date with it, each with its checks
+                launch_and_wait(server, "demo_feed", location=LOCATION)
+                for asset in (SHOWN_ASSET, PARTITIONED_ASSET):
+                    launch_and_wait(server, ASSET_JOB, location=LOCATION, assets=[asset])
+                _check_partitions(
+                    page, server.url, tmp_path / f"7-{PARTITIONED_ASSET}-partitions.png",
+                    _closed_partitions(lake, PARTITIONED_ASSET),
+                )
+                _check_freshness(page, server.url, tmp_path / f"8-{SHOWN_ASSET}-fresh.png",
+                                 passed=True)
             except Exception:
                 page.screenshot(path=tmp_path / "failure.png")
                 raise
@@ -146,12 +177,16 @@ def _recorded_metadata(home: Path, asset: str) -> tuple[dict[str, object], str]:
 def _check_asset_graph(page: Page, url: str, screenshot: Path) -> None:
     """The global lineage graph, every group unfolded, shows each platform asset as a node."""
     page.goto(f"{url}/asset-groups")
-    groups = page.locator('[aria-label="unfold_more"]')  # a collapsed group's unfold icon
-    expect(groups.first).to_be_visible()
-    for remaining in range(groups.count() - 1, -1, -1):
-        groups.first.click()
-        expect(groups).to_have_count(remaining)
-    page.goto(page.url)  # the URL now names the unfolded groups; a fresh load zooms to fit all
+    folded = page.locator('[aria-label="unfold_more"]')  # a collapsed group's unfold icon
+    expect(folded.first).to_be_visible()
+    while folded.count():
+        unfolded = page.url
+        folded.first.click()
+        expect(page).not_to_have_url(unfolded)  # the URL names the groups unfolded so far
+        # The graph draws only what is in view, and an unfolded group may push the others out:
+        # a fresh load zooms to fit them all
+        page.goto(page.url)
+        expect(page.locator("svg [data-tooltip]").first).to_be_visible()
     for name in dict.fromkeys((*PLATFORM_ASSETS, SHOWN_ASSET)):
         # the name, not its SVG foreignObject box: Chromium reports no viewport ratio for those
         expect(page.locator(f'svg [data-tooltip="{name}"]')).to_be_in_viewport()
@@ -242,6 +277,36 @@ def _check_run_steps(page: Page, url: str, run_id: str, screenshot: Path) -> Non
     page.screenshot(path=screenshot)
 
 
+def _check_freshness(page: Page, url: str, screenshot: Path, *, passed: bool) -> None:
+    """The asset's event-time freshness check, opened in its Checks tab: failing after the
+    demo (its data is from 2 Nov 2026), naming the source that holds the watermark back;
+    passing once the feed and a refresh brought the watermark to now."""
+    page.goto(f"{url}/assets/{SHOWN_ASSET}?view=checks")
+    for check in STALE_CHECKS:
+        entry = _check_list_entry(page, check)
+        expect(entry).to_contain_text("Succeeded" if passed else "Failed")
+        entry.click()
+        expect(page).to_have_url(re.compile(rf"[?&]checkDetail={check}$"))
+        result = page.get_by_text("Evaluation result", exact=True).locator("xpath=..")
+        expect(result).to_contain_text("Passed" if passed else "Failed")
+    if not passed:
+        expect(_metadata_row(page, "held_back_by")).to_contain_text("rates")
+    page.screenshot(path=screenshot, clip=TOP_OF_PAGE)
+
+
+def _check_partitions(page: Page, url: str, screenshot: Path, closed: list[str]) -> None:
+    """The partitioned view's Partitions tab counts as materialized exactly the days its
+    stamped watermark closed (`closed`), and the latest of them holds the materialization
+    that recorded it complete."""
+    assert closed, f"no partition of {PARTITIONED_ASSET} complete after the feed and refresh"
+    page.goto(f"{url}/assets/{PARTITIONED_ASSET}?view=partitions")
+    expect(page.get_by_text(f"Materialized ({len(closed)})", exact=True)).to_be_visible()
+    expect(page.get_by_text("Failed (0)", exact=True)).to_be_visible()
+    page.locator(f'[title="{closed[-1]}"]').click()  # its entry in the list of partitions
+    expect(_metadata_row(page, "chronolake/partition")).to_contain_text("completed")
+    page.screenshot(path=screenshot, clip=TOP_OF_PAGE)
+
+
 def _shown_timestamp(seconds: float) -> re.Pattern[str]:
     """How the UI shows a timestamp metadata value: en-US, UTC, the year only if not this one."""
     at = datetime.fromtimestamp(seconds, tz=UTC)
@@ -263,3 +328,17 @@ def _check_list_entry(page: Page, check: str) -> Locator:
 def _metadata_row(page: Page, key: str) -> Locator:
     """The row of the asset page's metadata table whose key is `key`."""
     return page.locator("tr").filter(has=page.get_by_text(key, exact=True))
+
+
+def _closed_partitions(lake: Path, name: str) -> list[str]:
+    """The keys of the time partitions of view `name` that the watermark its latest commit
+    stamped has closed, oldest first: those its Dagster asset must show as materialized."""
+    entries = load_entries(lake)
+    spec = entries[name].spec
+    assert isinstance(spec, ViewSpec) and spec.time.partitions is not None, f"{name}: no partitions"
+    partitions = spec.time.partitions
+    watermark = latest_recorded_watermark(output_path(lake, name))
+    assert watermark is not None, f"{name} has no stamped watermark"
+    windows = plan_window_aggregate(spec.query, {key: e.spec for key, e in entries.items()}).windows
+    started = windows_between(partitions, first_start_ms(partitions), watermark)
+    return [window.key for window in complete(started, windows, watermark)]
