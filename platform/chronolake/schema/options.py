@@ -8,8 +8,16 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from chronolake.errors import DefinitionError
 
@@ -37,6 +45,15 @@ def duration_ms(text: str) -> int:
         )
         raise ValueError(msg)
     return int(match.group(1)) * _DURATION_UNITS_MS.get(match.group(2), 1)
+
+
+def _checked_duration(text: str) -> str:
+    duration_ms(text)
+    return text
+
+
+DurationText = Annotated[str, AfterValidator(_checked_duration)]
+"""A Flink duration as written (`'30 s'`), checked when its spec is validated."""
 
 
 class ChangelogMode(StrEnum):
@@ -96,7 +113,7 @@ class DeltaOptions(BaseModel):
         alias="scan.watermark.emit.strategy",
         description="on-periodic (once per tick) or on-event (after every row that raises it).",
     )
-    idle_timeout: str | None = Field(
+    idle_timeout: DurationText | None = Field(
         None,
         alias="scan.idle-timeout",
         description="A split without rows for longer than this (a Flink duration, e.g. '30 s') "
@@ -129,13 +146,6 @@ class DeltaOptions(BaseModel):
     def _only_delta(cls, value: str) -> str:
         if value != "delta":
             raise ValueError(f"connector {value!r} is not supported; use 'connector' = 'delta'")
-        return value
-
-    @field_validator("idle_timeout")
-    @classmethod
-    def _a_duration(cls, value: str | None) -> str | None:
-        if value is not None:
-            duration_ms(value)
         return value
 
     @property

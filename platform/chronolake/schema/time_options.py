@@ -33,7 +33,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from chronolake.errors import DefinitionError
-from chronolake.schema.options import duration_ms
+from chronolake.schema.options import DurationText, duration_ms
 
 SCHEDULES = ("hourly", "daily", "weekly", "monthly")
 """The named schedules; any other schedule is a cron expression."""
@@ -99,21 +99,14 @@ class Freshness(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    max_lag: str | None = Field(
+    max_lag: DurationText | None = Field(
         None, alias="freshness.max-lag",
         description="How far the watermark may trail now, a duration ('15 min').",
     )
-    partition_deadline: str | None = Field(
+    partition_deadline: DurationText | None = Field(
         None, alias="freshness.partition-deadline",
         description="How long after its end a partition must be complete ('30 min').",
     )
-
-    @field_validator("max_lag", "partition_deadline")
-    @classmethod
-    def _a_duration(cls, value: str | None) -> str | None:
-        if value is not None:
-            duration_ms(value)
-        return value
 
     @property
     def max_lag_ms(self) -> int | None:
