@@ -236,19 +236,25 @@ def commit(
         stamps = committed_stamps(derived.output_path, result.output_version)
         yield from partition_materializations(derived.name, stamps)
         yield late_rows_per_partition(derived.name, stamps, lake.late_row_rate_threshold)
-        if context.has_partition_key or context.has_partition_key_range:
+        if not _read_later_in_this_run(context, AssetKey(derived.name)):
             yield AssetObservation(asset_key=AssetKey(derived.name), metadata=metadata)
         else:
-            # A run of no partition (`refresh_views`) brought the table up to date: its output
-            # lets the views downstream in this run go on (Dagster skips a step whose input
-            # was not yielded), recorded, as Dagster records any partitioned asset that an
-            # unpartitioned run materializes, as no partition; last, so that the latest
-            # materialization names the Delta version whose partitions were recorded.
+            # An asset this run materializes reads the table, and Dagster runs its step only
+            # once this output is yielded; Dagster records it as a materialization of no
+            # partition. Last, so that the latest materialization names the Delta version
+            # whose partitions were recorded (`recorded_version`).
             recorded = (result.output_version if result.output_version is not None
                         else recorded_version(context.instance, derived.name))
             yield Output(None, _RESULT, metadata=metadata | (
                 {DELTA_VERSION: recorded} if recorded >= 0 else {}))
     yield from checks
+
+
+def _read_later_in_this_run(context: OpExecutionContext, key: AssetKey) -> bool:
+    """Whether an asset this run materializes depends on `key` (and waits for its output)."""
+    layer = context.job_def.asset_layer
+    selected = context.run.asset_selection or layer.selected_asset_keys
+    return bool(layer.asset_graph.get(key).child_keys & set(selected))
 
 
 def _cost_metadata(run: StagedRun, result: RunResult) -> dict[str, Any]:
