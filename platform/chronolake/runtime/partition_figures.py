@@ -32,7 +32,8 @@ from chronolake.watermarks.partitions import (
     windows_between,
 )
 
-_KEY, _START, _END, _WHAT, _COUNT = "__partition", "__start", "__end", "__what", "__count"
+_KEY, _START, _END = "__partition", "__start", "__end"
+_TIME, _WHAT, _COUNT = "__time", "__what", "__count"
 _STORED, _LATE_STORED, _LATE = "stored", "late_stored", "late"
 
 
@@ -67,8 +68,8 @@ def partition_figures(
     if late_column is not None:
         kinds.append((late, late_column, F.lit(_LATE)))
     moved = _counts(table, kinds)  # metadata-sized: partitions x kinds
-    affected = [window for window in done
-                if window.key in new or any(key == window.key for key, _ in moved)]
+    touched = {key for key, _ in moved}
+    affected = [window for window in done if window.key in new or window.key in touched]
     if not affected:
         return []
     held = [(frame, name, F.lit(what)) for frame, name, what in (
@@ -111,20 +112,20 @@ def _counts(
     """Rows of each frame by partition (of its time column) and by what it is, one job."""
     tagged = []
     for frame, column, what in frames:
-        rows = frame.select(F.col(f"`{column}`").cast("timestamp").alias(_START + "_t"),
+        rows = frame.select(F.col(f"`{column}`").cast("timestamp").alias(_TIME),
                             what.cast("string").alias(_WHAT))
         if bounds:  # the table's rows: skip the files outside the partitions (data skipping)
             rows = rows.where(reduce(Column.__or__, [
-                (F.col(_START + "_t") >= F.timestamp_millis(F.lit(start)))
-                & (F.col(_START + "_t") < F.timestamp_millis(F.lit(end)))
+                (F.col(_TIME) >= F.timestamp_millis(F.lit(start)))
+                & (F.col(_TIME) < F.timestamp_millis(F.lit(end)))
                 for start, end in _spans(bounds)
             ]))
         tagged.append(rows)
     if not tagged:
         return {}
     rows = reduce(DataFrame.unionByName, tagged)
-    joined = rows.join(windows, (F.col(_START + "_t") >= F.col(_START))
-                       & (F.col(_START + "_t") < F.col(_END)))
+    joined = rows.join(windows, (F.col(_TIME) >= F.col(_START))
+                       & (F.col(_TIME) < F.col(_END)))
     grouped = joined.groupBy(_KEY, _WHAT).agg(F.count(F.lit(1)).alias(_COUNT))
     # One row per partition and kind: metadata-sized.
     return {(row[_KEY], row[_WHAT]): int(row[_COUNT]) for row in grouped.collect()}
