@@ -35,7 +35,7 @@ from chronolake.spark.connect_server import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-VIEWS = ("latest_rates", "orders_enriched")
+VIEWS = ("latest_rates", "orders_enriched_latest")
 
 pytestmark = pytest.mark.own_processes  # the platform runs in the Connect server's process
 
@@ -133,7 +133,7 @@ def test_the_platform_runs_on_spark_connect_by_configuration_alone(
              if path.is_file() and token.encode() in path.read_bytes()]
     assert not files, files
 
-    event = instance.get_latest_materialization_event(AssetKey("orders_enriched"))
+    event = instance.get_latest_materialization_event(AssetKey("orders_enriched_latest"))
     assert event is not None and event.asset_materialization is not None
     metadata = {k: v.value for k, v in event.asset_materialization.metadata.items()}
     stages = metadata["chronolake/stages"]
@@ -263,12 +263,12 @@ def test_chronolake_dev_runs_share_a_warm_connect_server_that_stops_with_it(
         assert started[1][0] == "forked from a warm process" and started[1][1] != started[0][1]
 
         feed_demo_lake(lake, seed=1)
-        canceled = launched("orders_enriched")
+        canceled = launched("orders_enriched_latest")
         _finished(client, canceled, (DagsterRunStatus.STARTED,))
         client.terminate_run(canceled)
         assert _finished(client, canceled) is DagsterRunStatus.CANCELED
 
-        killed = launched("orders_enriched")
+        killed = launched("orders_enriched_latest")
         _finished(client, killed, (DagsterRunStatus.STARTED,))
         os.kill(int(_run_pids(instance, killed)[1]), signal.SIGKILL)
         assert _finished(client, killed) is DagsterRunStatus.FAILURE
@@ -276,14 +276,14 @@ def test_chronolake_dev_runs_share_a_warm_connect_server_that_stops_with_it(
         assert "was killed by SIGKILL before the run finished" in str(
             [entry.message for entry in instance.all_logs(killed)]), failure
 
-        after = launched("orders_enriched")
+        after = launched("orders_enriched_latest")
         assert _finished(client, after) is DagsterRunStatus.SUCCESS, (
             server.log_path.read_text()[-5000:]
         )
     with pytest.raises(OSError):  # the server went with it
         socket.create_connection(("localhost", int(found.group(1))), timeout=2).close()
     assert "token=" not in server.log_path.read_text()  # it printed the server's address only
-    event = instance.get_latest_materialization_event(AssetKey("orders_enriched"))
+    event = instance.get_latest_materialization_event(AssetKey("orders_enriched_latest"))
     assert event is not None and event.asset_materialization is not None
     assert event.run_id == after
     stages = event.asset_materialization.metadata["chronolake/stages"].value

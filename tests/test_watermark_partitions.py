@@ -13,10 +13,8 @@ from pathlib import Path
 import pytest
 from dagster import (
     AssetKey,
-    DagsterEventType,
     DagsterInstance,
     Definitions,
-    EventRecordsFilter,
     build_sensor_context,
     in_process_executor,
 )
@@ -78,9 +76,8 @@ def _closed(lake: Path) -> set[str]:
 
 
 def _materializations(instance: DagsterInstance) -> list[tuple[str | None, dict[str, object]]]:
-    records = instance.get_event_records(EventRecordsFilter(
-        DagsterEventType.ASSET_MATERIALIZATION, asset_key=AssetKey("orders_enriched")
-    ), ascending=True)
+    records = instance.fetch_materializations(AssetKey("orders_enriched"), limit=10_000,
+                                              ascending=True).records
     return [  # a run of no partition records the table as no partition too: left out
         (m.partition, {key: value.value for key, value in m.metadata.items()})
         for record in records

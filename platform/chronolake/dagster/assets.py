@@ -34,7 +34,7 @@ from dagster_pyspark import PySparkResource
 
 from chronolake.dagster.checks import primary_key_check
 from chronolake.dagster.declaring import served_specs
-from chronolake.dagster.derived_assets import derived_asset
+from chronolake.dagster.derived_assets import commit_check_specs, derived_asset
 from chronolake.dagster.freshness import freshness_checks
 from chronolake.dagster.metadata import run_metadata, table_definition_metadata
 from chronolake.dagster.partitions import asset_partitions, unrecorded_source_partitions
@@ -86,7 +86,7 @@ def chronolake_asset_checks(
     served = served_specs(root, specs)
     checks = []
     for spec in served:
-        if spec.primary_key:
+        if spec.primary_key and not (isinstance(spec, ViewSpec) and commit_check_specs(spec)):
             path = None if isinstance(spec, TableSpec) else output_path(root, spec.name)
             checks.append(primary_key_check(spec, path))
     freshness = freshness_checks(root, served)

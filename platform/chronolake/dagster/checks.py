@@ -24,6 +24,7 @@ from dagster import (
     AssetCheckSpec,
     AssetKey,
     DagsterInstance,
+    DagsterLogManager,
     asset_check,
 )
 from dagster_pyspark import PySparkResource
@@ -103,51 +104,65 @@ def run_check_results(
 def primary_key_check(
     spec: TableSpec | ViewSpec, path: Location | None
 ) -> AssetChecksDefinition:
-    """`primary_key_unique` for a keyed table (its state) or view (its materialized table).
+    """`primary_key_unique` for a keyed table (its state) or view (its materialized table),
+    as a check of its own (`primary_key_result`)."""
+
+    @asset_check(asset=spec.name, name=PRIMARY_KEY_CHECK, description=primary_key_description(spec))
+    def _check(
+        context: AssetCheckExecutionContext, pyspark: PySparkResource, lake: LakeResource
+    ) -> AssetCheckResult:
+        catalog = lake.catalog(pyspark.spark_session, serving=spec.name)
+        return primary_key_result(context.instance, context.log, catalog, spec, path)
+
+    return _check
+
+
+def primary_key_description(spec: TableSpec | ViewSpec) -> str:
+    return f"({', '.join(spec.primary_key)}) is unique in the latest version."
+
+
+def primary_key_result(
+    instance: DagsterInstance, log: DagsterLogManager, catalog: Catalog,
+    spec: TableSpec | ViewSpec, path: Location | None,
+) -> AssetCheckResult:
+    """Evaluate `primary_key_unique` on the latest version of `spec`'s table.
 
     A version checked before gives the same answer: the check then repeats the earlier
     evaluation's (its log line says so) instead of a Spark job, as after a run that found
     nothing new.
     """
     key = AssetCheckKey(AssetKey(spec.name), PRIMARY_KEY_CHECK)
-
-    @asset_check(asset=spec.name, name=PRIMARY_KEY_CHECK,
-                 description=f"({', '.join(spec.primary_key)}) is unique in the latest version.")
-    def _check(
-        context: AssetCheckExecutionContext, pyspark: PySparkResource, lake: LakeResource
-    ) -> AssetCheckResult:
-        catalog = lake.catalog(pyspark.spark_session, serving=spec.name)
-        rows: DataFrame | None = None
-        if isinstance(spec, TableSpec):  # a table without its Delta data fails here, saying so
-            location, rows = catalog.table_path(spec), catalog.table(spec.name)
-        elif path is not None and catalog.backend.is_delta_table(path):
-            location = path
-        else:
-            return AssetCheckResult(passed=True, metadata={"note": "not materialized yet"})
-        # what the answer depends on: the registration (key, changelog mode), which table
-        # (one created anew counts its versions from 0 again) and its version
-        version = catalog.backend.latest_version(location)
-        checked: dict[str, str | int] = {
-            "registration": registration_digest(spec),
-            "table_id": catalog.backend.table_id(location), "version": version,
-        }
-        earlier = _evaluated_on(context.instance, key, checked)
-        if earlier is not None:
-            stored = earlier.metadata["duplicate_keys"].value
-            assert isinstance(stored, int), "recorded as an int, below"
-            duplicates = stored
-            context.log.info(f"{spec.name}: {duplicates} duplicated key values in version "
-                             f"{version}, as checked before")
-            return AssetCheckResult(passed=earlier.passed,
-                                    metadata={"duplicate_keys": duplicates, **checked})
-        if rows is None:
-            rows = catalog.backend.snapshot(location, version)
-        duplicates = _duplicate_keys(rows, spec.primary_key)
-        context.log.info(f"{spec.name}: {duplicates} duplicated key values")
-        return AssetCheckResult(passed=duplicates == 0,
-                                metadata={"duplicate_keys": duplicates, **checked})
-
-    return _check
+    rows: DataFrame | None = None
+    if isinstance(spec, TableSpec):  # a table without its Delta data fails here, saying so
+        location, rows = catalog.table_path(spec), catalog.table(spec.name)
+    elif path is not None and catalog.backend.is_delta_table(path):
+        location = path
+    else:
+        return AssetCheckResult(check_name=PRIMARY_KEY_CHECK, asset_key=key.asset_key,
+                                passed=True, metadata={"note": "not materialized yet"})
+    # what the answer depends on: the registration (key, changelog mode), which table
+    # (one created anew counts its versions from 0 again) and its version
+    version = catalog.backend.latest_version(location)
+    checked: dict[str, str | int] = {
+        "registration": registration_digest(spec),
+        "table_id": catalog.backend.table_id(location), "version": version,
+    }
+    earlier = _evaluated_on(instance, key, checked)
+    if earlier is not None:
+        stored = earlier.metadata["duplicate_keys"].value
+        assert isinstance(stored, int), "recorded as an int, below"
+        log.info(f"{spec.name}: {stored} duplicated key values in version {version}, "
+                 "as checked before")
+        return AssetCheckResult(check_name=PRIMARY_KEY_CHECK, asset_key=key.asset_key,
+                                passed=earlier.passed,
+                                metadata={"duplicate_keys": stored, **checked})
+    if rows is None:
+        rows = catalog.backend.snapshot(location, version)
+    duplicates = _duplicate_keys(rows, spec.primary_key)
+    log.info(f"{spec.name}: {duplicates} duplicated key values")
+    return AssetCheckResult(check_name=PRIMARY_KEY_CHECK, asset_key=key.asset_key,
+                            passed=duplicates == 0,
+                            metadata={"duplicate_keys": duplicates, **checked})
 
 
 def _evaluated_on(

@@ -27,6 +27,7 @@ from typing import Any
 
 from dagster import (
     AssetCheckResult,
+    AssetCheckSpec,
     AssetKey,
     AssetMaterialization,
     AssetObservation,
@@ -49,7 +50,14 @@ from dagster import (
 from dagster_pyspark import PySparkResource
 from pydantic import Field
 
-from chronolake.dagster.checks import RUN_CHECKS, run_check_results, run_check_specs
+from chronolake.dagster.checks import (
+    PRIMARY_KEY_CHECK,
+    RUN_CHECKS,
+    primary_key_description,
+    primary_key_result,
+    run_check_results,
+    run_check_specs,
+)
 from chronolake.dagster.config import RunConfig
 from chronolake.dagster.handoff import HANDOFF_IO_MANAGER_KEY, run_handoff_io_manager
 from chronolake.dagster.metadata import run_metadata, shown_watermark
@@ -209,7 +217,8 @@ _OPTIONAL = Out(Nothing, is_required=False)  # a partitioned table records its p
 @op(
     name=COMMIT_STAGE,
     ins={"run": In(description="The run so far (in memory).")},
-    out={_RESULT: _OPTIONAL, **_CHECK_OUTS, LATE_PARTITIONS_CHECK: _OPTIONAL},
+    out={_RESULT: _OPTIONAL, **_CHECK_OUTS, LATE_PARTITIONS_CHECK: _OPTIONAL,
+         PRIMARY_KEY_CHECK: _OPTIONAL},
     description="Write output, late rows, state and checkpoint exactly once (under the run "
     "lock; refused when another run committed meanwhile), then record the run's metadata "
     "and evaluate its checks.",
@@ -236,6 +245,9 @@ def commit(
         stamps = committed_stamps(derived.output_path, result.output_version)
         yield from partition_materializations(derived.name, stamps)
         yield late_rows_per_partition(derived.name, stamps, lake.late_row_rate_threshold)
+        if derived.view.primary_key:
+            yield primary_key_result(context.instance, context.log, derived.catalog,
+                                     derived.view, derived.output_path)
         if not _read_later_in_this_run(context, AssetKey(derived.name)):
             yield AssetObservation(asset_key=AssetKey(derived.name), metadata=metadata)
         else:
@@ -276,6 +288,20 @@ def _cost_metadata(run: StagedRun, result: RunResult) -> dict[str, Any]:
     return metadata
 
 
+def commit_check_specs(spec: ViewSpec) -> list[AssetCheckSpec]:
+    """The checks a time partitioned view's commit evaluates besides `run_check_specs`.
+
+    Such a commit yields the asset's output only when an asset later in its run reads it,
+    and a check of its own would wait for that output (and be skipped): the commit evaluates
+    `primary_key_unique` instead.
+    """
+    if spec.time.partitions is None:
+        return []
+    key_check = [AssetCheckSpec(PRIMARY_KEY_CHECK, asset=spec.name,
+                                description=primary_key_description(spec))]
+    return [late_partitions_check_spec(spec.name), *(key_check if spec.primary_key else [])]
+
+
 def derived_asset(
     spec: ViewSpec,
     *,
@@ -287,8 +313,8 @@ def derived_asset(
     """The graph-backed asset of an incrementally run view: read → assign watermarks →
     operator → commit."""
     operate = OPERATOR_OPS[view_kind(spec)]
-    checks = [*RUN_CHECKS, *([LATE_PARTITIONS_CHECK] if spec.time.partitions else [])]
-    check_outputs = {name: f"{spec.name}_{name}" for name in checks}
+    check_specs = [*run_check_specs(spec.name), *commit_check_specs(spec)]
+    check_outputs = {check.name: f"{spec.name}_{check.name}" for check in check_specs}
 
     @config_mapping
     def _configure(config: RunConfig) -> dict[str, Any]:
@@ -321,9 +347,7 @@ def derived_asset(
             descriptions_by_output_name={_RESULT: description},
             metadata_by_output_name={_RESULT: metadata},
             tags_by_output_name={_RESULT: {"dagster/kind/spark": "", "dagster/kind/delta": ""}},
-            check_specs=[*run_check_specs(spec.name), *(
-                [late_partitions_check_spec(spec.name)] if spec.time.partitions else []
-            )],
+            check_specs=check_specs,
             resource_defs={HANDOFF_IO_MANAGER_KEY: run_handoff_io_manager},
             partitions_def=asset_partitions(spec),
             backfill_policy=BackfillPolicy.single_run() if spec.time.partitions else None,
