@@ -131,30 +131,38 @@ GROUP BY window_start, window_end, currency;
 """
 
 
-def test_the_daily_report_writes_the_days_orders_and_total_per_currency(
-    tmp_path: Path, spark: SparkSession
-) -> None:
-    orders = [  # three on 2026-11-02, two the next day: the watermark passes the first's end
+def _tiny_lake(root: Path, spark: SparkSession) -> list[TableSpec | ViewSpec]:
+    """Three orders on 2026-11-02, two the next day: the watermark closes the first day."""
+    orders = [
         (1, "EUR", "10.00", datetime(2026, 11, 2, 9, 1)),
         (2, "EUR", "20.50", datetime(2026, 11, 2, 9, 12)),
         (3, "USD", "5.00", datetime(2026, 11, 2, 23, 55)),
         (4, "USD", "7.00", datetime(2026, 11, 3, 0, 2)),
         (5, "EUR", "1.00", datetime(2026, 11, 3, 1, 0)),
     ]
-    write_deltalake(str(tmp_path / "orders"), pa.table({
+    write_deltalake(str(root / "orders"), pa.table({
         "order_id": pa.array([o[0] for o in orders], pa.int64()),
         "currency": [o[1] for o in orders],
         "amount": pa.array([Decimal(o[2]) for o in orders], pa.decimal128(10, 2)),
         "order_time": pa.array([o[3] for o in orders], pa.timestamp("us")),
     }))
+    return Catalog(root, spark).declare(TINY_DDL)
+
+
+def _resources(root: Path) -> dict[str, object]:
+    return {"lake": LakeResource(root=str(root)), "pyspark": local_pyspark_resource()}
+
+
+def test_the_daily_report_writes_the_days_orders_and_total_per_currency(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    specs = _tiny_lake(tmp_path, spark)
     catalog = Catalog(tmp_path, spark)
-    specs = catalog.declare(TINY_DDL)
     materialize_view(catalog, "orders_per_currency")
 
     result = materialize(
         [daily_report(_view_spec(specs))], partition_key="2026-11-02",
-        instance=DagsterInstance.ephemeral(),
-        resources={"lake": LakeResource(root=str(tmp_path)), "pyspark": local_pyspark_resource()},
+        instance=DagsterInstance.ephemeral(), resources=_resources(tmp_path),
     )
 
     assert result.success
@@ -167,3 +175,27 @@ def test_the_daily_report_writes_the_days_orders_and_total_per_currency(
     metadata = materialized.materialization.metadata
     assert metadata["dagster/row_count"].value == 2
     assert metadata["path"].value == target.uri
+
+
+def test_a_run_for_a_day_the_watermark_has_not_closed_leaves_its_readers_waiting(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """A run launched for the view and the report together, for an open day, runs the view
+    (up to date) but neither records that day nor runs the report on its partial rows; for
+    a closed day it runs both."""
+    specs = _tiny_lake(tmp_path, spark)
+    instance = DagsterInstance.ephemeral()
+    both = [*chronolake_assets(tmp_path, specs), daily_report(_view_spec(specs))]
+
+    opened = materialize(both, partition_key="2026-11-03", instance=instance,
+                         resources=_resources(tmp_path), selection=[VIEW, REPORT])
+    assert opened.success
+    assert instance.get_materialized_partitions(VIEW) == {"2026-11-02"}  # what the run closed
+    assert instance.get_materialized_partitions(REPORT) == set()
+    assert not report_location(Catalog(tmp_path, spark).root, "orders_per_currency",
+                               "2026-11-03").path.exists()
+
+    closed = materialize(both, partition_key="2026-11-02", instance=instance,
+                         resources=_resources(tmp_path), selection=[VIEW, REPORT])
+    assert closed.success
+    assert instance.get_materialized_partitions(REPORT) == {"2026-11-02"}

@@ -78,8 +78,11 @@ from chronolake.runtime.inputs import ChangelogRead, InputRead
 from chronolake.runtime.operator import Step
 from chronolake.runtime.result import RunResult
 from chronolake.schema import ViewKind, ViewSpec
+from chronolake.schema.time_options import TimePartitions
+from chronolake.schema.windows import Windows
 from chronolake.sql.operations import OPERATIONS
 from chronolake.sql.view_kinds import view_kind
+from chronolake.watermarks.partitions import complete, windows_between
 
 READ_STAGE = "read_changelog"
 ASSIGN_STAGE = "assign_watermarks"
@@ -248,18 +251,40 @@ def commit(
         if derived.view.primary_key:
             yield primary_key_result(context.instance, context.log, derived.catalog,
                                      derived.view, derived.output_path)
-        if not _read_later_in_this_run(context, AssetKey(derived.name)):
+        reader = _read_later_in_this_run(context, AssetKey(derived.name))
+        incomplete = _targeted_incomplete(context, derived.view.time.partitions,
+                                          derived.operator.windows, result.watermark_ms)
+        if reader and incomplete:
+            context.log.info(f"{derived.name}: the watermark has not closed {', '.join(incomplete)}"
+                             ": the assets reading it in this run wait for that")
+        if not reader or incomplete:
             yield AssetObservation(asset_key=AssetKey(derived.name), metadata=metadata)
         else:
             # An asset this run materializes reads the table, and Dagster runs its step only
-            # once this output is yielded; Dagster records it as a materialization of no
-            # partition. Last, so that the latest materialization names the Delta version
-            # whose partitions were recorded (`recorded_version`).
+            # once this output is yielded; Dagster records it as a materialization of the
+            # run's partitions, all complete (or of none). Last, so that the latest
+            # materialization names the Delta version whose partitions were recorded
+            # (`recorded_version`).
             recorded = (result.output_version if result.output_version is not None
                         else recorded_version(context.instance, derived.name))
             yield Output(None, _RESULT, metadata=metadata | (
                 {DELTA_VERSION: recorded} if recorded >= 0 else {}))
     yield from checks
+
+
+def _targeted_incomplete(
+    context: OpExecutionContext, partitions: TimePartitions, windows: Windows | None,
+    watermark_ms: int | None,
+) -> list[str]:
+    """The partitions this run was launched for that the watermark has not closed (a run of
+    no partition targets none)."""
+    if not (context.has_partition_key or context.has_partition_key_range):
+        return []
+    span = context.partition_time_window
+    targeted = windows_between(partitions, round(span.start.timestamp() * 1000),
+                               round(span.end.timestamp() * 1000))
+    closed = {window.key for window in complete(targeted, windows, watermark_ms)}
+    return [window.key for window in targeted if window.key not in closed]
 
 
 def _read_later_in_this_run(context: OpExecutionContext, key: AssetKey) -> bool:
