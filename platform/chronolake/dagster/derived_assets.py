@@ -251,20 +251,19 @@ def commit(
         if derived.view.primary_key:
             yield primary_key_result(context.instance, context.log, derived.catalog,
                                      derived.view, derived.output_path)
-        reader = _read_later_in_this_run(context, AssetKey(derived.name))
         incomplete = _targeted_incomplete(context, derived.view.time.partitions,
                                           derived.operator.windows, result.watermark_ms)
-        if reader and incomplete:
-            context.log.info(f"{derived.name}: the watermark has not closed {', '.join(incomplete)}"
-                             ": the assets reading it in this run wait for that")
-        if not reader or incomplete:
+        if incomplete:
+            # Dagster would record the output as a materialization of the partitions the run
+            # was launched for: the run's figures are an observation, and the assets reading
+            # the table in this run wait (their steps are skipped).
+            context.log.info(f"{derived.name}: the watermark has not closed "
+                             f"{', '.join(incomplete)}: assets reading it in this run wait")
             yield AssetObservation(asset_key=AssetKey(derived.name), metadata=metadata)
         else:
-            # An asset this run materializes reads the table, and Dagster runs its step only
-            # once this output is yielded; Dagster records it as a materialization of the
-            # run's partitions, all complete (or of none). Last, so that the latest
-            # materialization names the Delta version whose partitions were recorded
-            # (`recorded_version`).
+            # A materialization of the run's partitions, all complete, or of none (a run
+            # launched for no partition). Last, so that the latest materialization names the
+            # Delta version whose partitions were recorded (`recorded_version`).
             recorded = (result.output_version if result.output_version is not None
                         else recorded_version(context.instance, derived.name))
             yield Output(None, _RESULT, metadata=metadata | (
@@ -285,13 +284,6 @@ def _targeted_incomplete(
                                round(span.end.timestamp() * 1000))
     closed = {window.key for window in complete(targeted, windows, watermark_ms)}
     return [window.key for window in targeted if window.key not in closed]
-
-
-def _read_later_in_this_run(context: OpExecutionContext, key: AssetKey) -> bool:
-    """Whether an asset this run materializes depends on `key` (and waits for its output)."""
-    layer = context.job_def.asset_layer
-    selected = context.run.asset_selection or layer.selected_asset_keys
-    return bool(layer.asset_graph.get(key).child_keys & set(selected))
 
 
 def _cost_metadata(run: StagedRun, result: RunResult) -> dict[str, Any]:
