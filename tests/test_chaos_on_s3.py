@@ -32,9 +32,11 @@ CHAOS_TEST = ("tests/test_chaos.py::"
 ROUNDS_ENV = "CHRONOLAKE_CHAOS_ROUNDS"
 BACKENDS_ENV = "CHRONOLAKE_CHAOS_BACKENDS"
 TIMEOUT_S = 1800
+"""A hang guard for the chaos run (quiet, about 10 minutes; beside the suite, up to 20)."""
 
 pytestmark = [
     pytest.mark.slow, pytest.mark.spark, pytest.mark.lake_contract,
+    pytest.mark.timeout(TIMEOUT_S + 120),
     pytest.mark.skipif(
         os.environ.get(BACKEND_ENV) != "delta-spark" or TEST_LAKE_ENV in os.environ,
         reason="runs in the delta-spark contract beside the suite (./dev test), or with "
@@ -55,7 +57,7 @@ def test_runs_killed_on_a_bucket_leave_every_table_as_in_a_fault_free_lake(
     }
     chaos = subprocess.run(
         [sys.executable, "-m", "pytest", CHAOS_TEST, "--slow", "-q", "-s", "-p", "no:cacheprovider",
-         f"--basetemp={tmp_path / 'chaos'}"],
+         f"--timeout={TIMEOUT_S}", f"--basetemp={tmp_path / 'chaos'}"],
         cwd=REPO, env=environment, capture_output=True, text=True, timeout=TIMEOUT_S,
         check=False,
     )

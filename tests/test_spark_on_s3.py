@@ -41,6 +41,7 @@ from chronolake.spark.stack import BACKEND_ENV, s3a_settings
 
 pytestmark = [
     pytest.mark.lake_contract,
+    pytest.mark.timeout(2400),  # the module's fixture: two backends' passes, side by side
     pytest.mark.skipif(os.environ.get(BACKEND_ENV) != "delta-spark",
                        reason="runs in the delta-spark contract beside the suite (./dev test), "
                               f"or with {BACKEND_ENV}=delta-spark: its processes name their "
@@ -58,7 +59,8 @@ MATERIALIZED = "orders_per_currency"
 """The view Dagster materializes on the fed commits: their orders close a window."""
 FED_AT = DEMO_START + timedelta(minutes=15 * ORDER_COMMITS + 10)
 """The feed's clock: the same new orders in both lakes, after the demo's last ones."""
-COMMAND_TIMEOUT_S = 600
+COMMAND_TIMEOUT_S = 1200
+"""A hang guard per command: `run` takes about 4 minutes quiet, and up to 10 beside the suite."""
 QUERY = "; ".join(f"SELECT '{view}' AS view_name, * FROM {view}" for view in VIEWS)
 
 
