@@ -42,5 +42,9 @@ class SourceRewrittenError(SourceError):
     run cannot apply as changes."""
 
 
+class RestateRangeError(SourceError):
+    """A source's rows changed outside the time range a restatement names."""
+
+
 class RunLockedError(RunError):
     """Another run of the same derived table holds its lock."""

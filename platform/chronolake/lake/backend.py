@@ -285,7 +285,9 @@ class LakeBackend(ABC):
             for c in self._log_range(path, start, end)
         ]
 
-    def changes(self, path: LocationLike, start: int, end: int | None = None) -> DataFrame:
+    def changes(
+        self, path: LocationLike, start: int, end: int | None = None, *, require_cdf: bool = True
+    ) -> DataFrame:
         """The change data feed of versions `start..end` (inclusive) as a changelog.
 
         Delta's semantics: a commit with `cdc` actions contributes the rows of
@@ -300,11 +302,16 @@ class LakeBackend(ABC):
         precedes its +U), each in logged file order, then row order.
 
         Raises `SourceError` when the change data feed is off at any version
-        in the range, or the range cannot be read (see `appends`).
+        in the range, or the range cannot be read (see `appends`). `require_cdf=False`
+        reads versions without the feed the same way (a commit's removed files as -D, its
+        added ones as +I): for a reader that nets the changes out, to which rows a
+        copy-on-write rewrite removes and adds unchanged are no change (a restatement's
+        rewrite check).
         """
         commits = self._log_range(path, start, end)
         metadata = self._changelog_metadata(path, commits[-1].version)
-        self._check_cdf(path, commits)
+        if require_cdf:
+            self._check_cdf(path, commits)
         entries: list[_Entry] = []
         for commit in commits:
             cdc = commit.files(ActionKind.CDC)
