@@ -1,8 +1,10 @@
-"""The derived tables a view reads, directly or through other views: its pipeline upstream."""
+"""The derived tables a view reads, directly or through other views (its pipeline upstream),
+and those that read a table (its pipeline downstream)."""
 
 from __future__ import annotations
 
 from chronolake.catalog import Catalog
+from chronolake.catalog.inputs import registrations_read
 from chronolake.errors import SourceError
 from chronolake.runtime.derived import DerivedTable
 from chronolake.schema import ViewSpec
@@ -25,6 +27,24 @@ def upstream_derived(catalog: Catalog, name: str) -> list[str]:
                 ordered.append(read.lower())
 
     visit(name)
+    return ordered
+
+
+def downstream_derived(catalog: Catalog, table: str) -> list[str]:
+    """The derived tables that read `table`, directly or through other views, each after the
+    derived tables it reads (dependency order)."""
+    specs = catalog.specs()
+    reading = sorted(
+        name for name, spec in specs.items()
+        if isinstance(spec, ViewSpec) and is_derived(spec)
+        and table.lower() in registrations_read(spec.query, specs)
+    )
+    ordered: list[str] = []
+    for name in reading:
+        ordered += [
+            view for view in (*upstream_derived(catalog, name), name)
+            if view in reading and view not in ordered
+        ]
     return ordered
 
 

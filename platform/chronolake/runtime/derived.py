@@ -368,13 +368,23 @@ class DerivedTable:
             ticks=step.ticks,
         )
 
+    def consumed(self) -> dict[str, int]:
+        """The last version of each input table the last committed run consumed, by table
+        name (empty before the first run): where a restatement's check of a rewritten
+        source starts (`chronolake.runtime.restate_plan`)."""
+        return self._by_table(self.store.latest().inputs)
+
     def _consumed(self, reads: Mapping[str, InputRead]) -> dict[str, int]:
-        """The last version of each input table the run consumed, by table name (a plain
-        view's source by the source's; a table two inputs read, at the later of theirs)."""
+        """The last version of each input table the run consumed, by table name."""
+        return self._by_table({name: read.position for name, read in reads.items()})
+
+    def _by_table(self, positions: Mapping[str, InputPosition]) -> dict[str, int]:
+        """Each input's version by the table whose commits it reads (a plain view's source
+        by the source's name; a table two inputs read, at the later of theirs)."""
         consumed: dict[str, int] = {}
-        for name, read in reads.items():
+        for name, position in positions.items():
             table = self.inputs[name].changelog_table.name.lower()
-            consumed[table] = max(read.position.version, consumed.get(table, -1))
+            consumed[table] = max(position.version, consumed.get(table, -1))
         return consumed
 
     def _write(self, plan: RunPlan, step: Step, stamp: Mapping[str, str], *, replace: bool

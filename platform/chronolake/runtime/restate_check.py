@@ -69,13 +69,7 @@ def check_rewrite(
         ...               start_ms=1_793_610_000_000, end_ms=1_793_613_600_000).changed_rows
         48
     """
-    spec = _source(catalog, table)
-    if end_ms <= start_ms:
-        msg = (
-            f"restating {spec.name!r}: the range [{_instant(start_ms)}, {_instant(end_ms)}) is "
-            "empty; expected its start before its end; pass --from earlier than --to"
-        )
-        raise RunError(msg)
+    spec = restatable_source(catalog, table, start_ms=start_ms, end_ms=end_ms)
     path = catalog.table_path(spec)
     latest = catalog.backend.latest_version(path)
     accepted = AcceptedRewrite(spec.name, consumed_version, latest, start_ms, end_ms, 0,
@@ -94,7 +88,7 @@ def check_rewrite(
         catalog.backend.changes(path, consumed_version + 1, latest, require_cdf=False), spec
     )
     rowtime = spec.rowtime
-    assert rowtime is not None  # `_source` refused a table without one
+    assert rowtime is not None  # `restatable_source` refused a table without one
     head = rowtime.split(".")[0]
     stored = [c.name for c in spec.physical_columns]
     grouped = stored if head.lower() in {c.lower() for c in stored} else [*stored, head]
@@ -129,8 +123,10 @@ def check_rewrite(
     )
 
 
-def _source(catalog: Catalog, table: str) -> TableSpec:
-    """The declared source `table`, refused when a restatement cannot name a range of it."""
+def restatable_source(catalog: Catalog, table: str, *, start_ms: int, end_ms: int
+                      ) -> TableSpec:
+    """The declared source `table`, refused (`DefinitionError`) when a restatement cannot
+    name a range of it, and (`RunError`) when [`start_ms`, `end_ms`) is empty."""
     spec = catalog.spec(table)
     if not isinstance(spec, TableSpec) or spec.derived:
         msg = (
@@ -155,6 +151,12 @@ def _source(catalog: Catalog, table: str) -> TableSpec:
             "of the views that read it"
         )
         raise DefinitionError(msg)
+    if end_ms <= start_ms:
+        msg = (
+            f"restating {spec.name!r}: the range [{_instant(start_ms)}, {_instant(end_ms)}) is "
+            "empty; expected its start before its end; pass --from earlier than --to"
+        )
+        raise RunError(msg)
     return spec
 
 

@@ -1,0 +1,70 @@
+"""What a restatement of a source's time range goes through: its hops and what each direct
+consumer reads.
+
+A restatement of [t0, t1) of source `TABLE` (docs/design.md, "Restatement") restates every
+derived table downstream of it, each after the derived tables it reads, so that each hop
+reads what the previous one changed. The first hops, the derived tables that read the source
+itself, each read its changes since the version their last run consumed; the rewrite check
+(`chronolake.runtime.restate_check`) accepts those changes for each of them, or refuses the
+restatement before anything is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from chronolake.catalog import Catalog
+from chronolake.errors import SourceError
+from chronolake.runtime.chain import downstream_derived
+from chronolake.runtime.derived import DerivedTable
+from chronolake.runtime.restate_check import AcceptedRewrite, check_rewrite, restatable_source
+
+
+@dataclass(frozen=True, slots=True)
+class RestatementPlan:
+    """The hops of a restatement of [`start_ms`, `end_ms`) of source `table`."""
+
+    table: str
+    start_ms: int
+    end_ms: int
+    views: tuple[str, ...]
+    """Every derived table downstream of `table`, each after the derived tables it reads."""
+    consumers: dict[str, AcceptedRewrite] = field(default_factory=dict)
+    """The derived tables that read `table` itself and have run, with the source's versions
+    each reads (after the one its last run consumed, up to the latest) and what changed in
+    them. One that has not run yet is not here: its first run reads the rewritten source."""
+
+
+def plan_restatement(
+    catalog: Catalog, table: str, *, start_ms: int, end_ms: int
+) -> RestatementPlan:
+    """The hops of restating [`start_ms`, `end_ms`) (epoch milliseconds) of source `table`,
+    with the rewrite checked for every direct consumer that has run.
+
+    Raises what `check_rewrite` raises (`RestateRangeError` for a change outside the range,
+    naming its times), before anything is written.
+
+    Example:
+        >>> plan = plan_restatement(catalog, "orders", start_ms=t0, end_ms=t1)
+        >>> plan.views, plan.consumers["orders_enriched"].after_version
+        (('orders_enriched', 'revenue_per_minute'), 12)
+    """
+    spec = restatable_source(catalog, table, start_ms=start_ms, end_ms=end_ms)
+    name = spec.name.lower()
+    views = tuple(downstream_derived(catalog, name))
+    checked: dict[int, AcceptedRewrite] = {}  # consumers at the same version share one check
+    consumers: dict[str, AcceptedRewrite] = {}
+    for view in views:
+        try:
+            consumed = DerivedTable(catalog, view).consumed()
+        except SourceError:  # it reads a derived table that has not run: so it has not either
+            continue
+        if name not in consumed:  # it reads only derived tables, or has not run yet
+            continue
+        version = consumed[name]
+        if version not in checked:
+            checked[version] = check_rewrite(
+                catalog, name, consumed_version=version, start_ms=start_ms, end_ms=end_ms
+            )
+        consumers[view] = checked[version]
+    return RestatementPlan(spec.name, start_ms, end_ms, views, consumers)

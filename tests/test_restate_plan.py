@@ -1,0 +1,117 @@
+"""The plan of a restatement: the derived tables downstream of the rewritten source in
+dependency order, and the versions each direct consumer reads, checked against the range.
+
+A real lake: raw orders (an append table without the change data feed) read by a window
+view and by a temporal join with rates, whose output a second window view reads. The
+orders are at 09:05, 09:15, 09:25 and 09:35; the range restated is [09:10, 09:30).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC
+from pathlib import Path
+
+import pytest
+from _orders_and_rates import ORDERS_AND_RATES, at, order_row, rate_row
+from deltalake import write_deltalake
+from deltatables import as_table, write_commits
+from pyspark.sql import SparkSession
+
+from chronolake import Catalog
+from chronolake.errors import RestateRangeError
+from chronolake.runtime.derived import DerivedTable
+from chronolake.runtime.restate_plan import plan_restatement
+
+DDL = ORDERS_AND_RATES + """
+CREATE TABLE raw_orders (
+  order_id BIGINT, currency STRING, amount BIGINT, order_time TIMESTAMP(3),
+  WATERMARK FOR order_time AS order_time
+) WITH ('path' = 'raw_orders', 'changelog' = 'append');
+CREATE VIEW per_window AS
+SELECT window_start, window_end, SUM(amount) AS amount, COUNT(*) AS orders
+FROM TABLE(TUMBLE(TABLE raw_orders, DESCRIPTOR(order_time), INTERVAL '10' MINUTES))
+GROUP BY window_start, window_end;
+CREATE VIEW raw_enriched AS
+SELECT o.order_id, o.amount * r.rate AS usd, o.order_time
+FROM raw_orders AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r
+ON o.currency = r.currency;
+CREATE VIEW hourly_usd AS
+SELECT window_start, window_end, SUM(usd) AS usd
+FROM TABLE(TUMBLE(TABLE raw_enriched, DESCRIPTOR(order_time), INTERVAL '1' HOUR))
+GROUP BY window_start, window_end;
+CREATE VIEW enriched AS
+SELECT o.order_id, o.amount * r.rate AS usd, o.order_time
+FROM orders AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r
+ON o.currency = r.currency;
+"""
+ORDERS = [order_row(1, 10, 5), order_row(2, 20, 15), order_row(3, 30, 25), order_row(4, 40, 35)]
+IN_RANGE = "order_time >= '2026-11-02 09:10:00' AND order_time < '2026-11-02 09:30:00'"
+DOWNSTREAM = ("raw_enriched", "hourly_usd", "per_window")  # hourly_usd after what it reads
+
+
+def ms(minutes: float) -> int:
+    """The epoch milliseconds of `at(minutes)`, a UTC wall-clock time."""
+    return int(at(minutes).replace(tzinfo=UTC).timestamp() * 1000)
+
+
+RANGE = {"start_ms": ms(10), "end_ms": ms(30)}
+
+
+@pytest.fixture
+def lake(tmp_path: Path, spark: SparkSession) -> Catalog:
+    """Raw orders at version 0 and rates; no view has run."""
+    catalog = Catalog(tmp_path, spark)
+    catalog.declare(DDL)
+    write_commits(tmp_path / "rates", [[rate_row("EUR", 2, 0)]])
+    write_commits(tmp_path / "raw_orders", [ORDERS], cdf=False)
+    return catalog
+
+
+def test_the_plan_lists_the_hops_in_order_and_each_direct_consumers_versions(
+    lake: Catalog,
+) -> None:
+    raw_orders = Path(str(lake.root)) / "raw_orders"
+    DerivedTable(lake, "per_window").run()                           # consumes version 0
+    write_commits(raw_orders, [[order_row(5, 50, 20)]], cdf=False)   # version 1, in range
+    DerivedTable(lake, "raw_enriched").run()                         # consumes version 1
+    DerivedTable(lake, "hourly_usd").run()
+    # the range re-exported: order 2's amount corrected, order 3 gone (version 2)
+    write_deltalake(str(raw_orders), as_table([order_row(2, 21, 15), order_row(5, 50, 20)]),
+                    mode="overwrite", predicate=IN_RANGE)
+
+    plan = plan_restatement(lake, "RAW_ORDERS", **RANGE)
+
+    assert (plan.table, plan.start_ms, plan.end_ms) == ("raw_orders", ms(10), ms(30))
+    assert plan.views == DOWNSTREAM  # enriched reads orders, not raw_orders
+    assert set(plan.consumers) == {"per_window", "raw_enriched"}  # hourly_usd reads a view
+    per_window, raw_enriched = plan.consumers["per_window"], plan.consumers["raw_enriched"]
+    assert (per_window.after_version, per_window.end_version) == (0, 2)
+    assert (raw_enriched.after_version, raw_enriched.end_version) == (1, 2)
+    # per_window has not read order 5 (appended, then kept) yet: a change for it, not for
+    # raw_enriched; both see order 2 before and after, and order 3 removed
+    assert (per_window.changed_rows, raw_enriched.changed_rows) == (4, 3)
+    assert (per_window.first_changed_ms, per_window.last_changed_ms) == (ms(15), ms(25))
+
+
+def test_views_that_have_not_run_are_hops_without_versions(lake: Catalog) -> None:
+    # nothing consumed: every view's first run reads the rewritten source as it is
+    write_deltalake(str(Path(str(lake.root)) / "raw_orders"), as_table(ORDERS[1:2]),
+                    mode="overwrite", predicate=IN_RANGE)
+    plan = plan_restatement(lake, "raw_orders", **RANGE)
+    assert (plan.views, plan.consumers) == (DOWNSTREAM, {})
+
+
+def test_a_rewrite_outside_the_range_is_refused_for_the_consumer_that_would_read_it(
+    lake: Catalog,
+) -> None:
+    raw_orders = Path(str(lake.root)) / "raw_orders"
+    DerivedTable(lake, "per_window").run()
+    write_commits(raw_orders, [[order_row(6, 60, 45)]], cdf=False)  # 09:45, outside
+    DerivedTable(lake, "raw_enriched").run()  # read it: for this one only the range changed
+    write_deltalake(str(raw_orders), as_table(ORDERS[1:2]), mode="overwrite",
+                    predicate=IN_RANGE)
+    with pytest.raises(RestateRangeError, match=(
+        r"table 'raw_orders': versions 1\.\.2 changed 1 row\(s\) outside the range .* 1 with "
+        r"event time 2026-11-02T09:45:00\.000Z"
+    )):
+        plan_restatement(lake, "raw_orders", **RANGE)
