@@ -18,7 +18,7 @@ from deltatables import as_table, write_commits
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog
-from chronolake.errors import RestateRangeError
+from chronolake.errors import DefinitionError, RestateRangeError
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.restate_plan import plan_restatement
 
@@ -115,3 +115,24 @@ def test_a_rewrite_outside_the_range_is_refused_for_the_consumer_that_would_read
         r"event time 2026-11-02T09:45:00\.000Z"
     )):
         plan_restatement(lake, "raw_orders", **RANGE)
+
+
+def test_a_view_that_ran_in_processing_time_is_refused_by_name(lake: Catalog) -> None:
+    lake.declare("""
+    CREATE TABLE clicks (
+      order_id BIGINT, currency STRING, click_time TIMESTAMP(3), proc_time AS PROCTIME(),
+      WATERMARK FOR click_time AS click_time
+    ) WITH ('path' = 'clicks', 'changelog' = 'append');
+    CREATE VIEW clicks_now AS
+    SELECT c.order_id, r.rate FROM clicks AS c
+    LEFT JOIN rates FOR SYSTEM_TIME AS OF c.proc_time AS r ON c.currency = r.currency;
+    """)
+    write_commits(Path(str(lake.root)) / "clicks",
+                  [[{"order_id": 1, "currency": "EUR", "click_time": at(15)}]], cdf=False)
+    assert plan_restatement(lake, "clicks", **RANGE).consumers == {}  # not run: nothing held
+    DerivedTable(lake, "clicks_now").run()
+    with pytest.raises(DefinitionError, match=(
+        r"cannot restate 'clicks': view 'clicks_now', downstream of it, runs in processing "
+        r"time, .* run a full refresh of 'clicks_now' and the views downstream of it instead"
+    )):
+        plan_restatement(lake, "clicks", **RANGE)

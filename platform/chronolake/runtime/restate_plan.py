@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from chronolake.catalog import Catalog
-from chronolake.errors import SourceError
+from chronolake.errors import DefinitionError, SourceError
 from chronolake.runtime.chain import downstream_derived
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.restate_check import AcceptedRewrite, check_rewrite, restatable_source
@@ -42,7 +42,8 @@ def plan_restatement(
     with the rewrite checked for every direct consumer that has run.
 
     Raises what `check_rewrite` raises (`RestateRangeError` for a change outside the range,
-    naming its times), before anything is written.
+    naming its times), and `DefinitionError` for a hop that has run in processing time,
+    before anything is written.
 
     Example:
         >>> plan = plan_restatement(catalog, "orders", start_ms=t0, end_ms=t1)
@@ -56,9 +57,12 @@ def plan_restatement(
     consumers: dict[str, AcceptedRewrite] = {}
     for view in views:
         try:
-            consumed = DerivedTable(catalog, view).consumed()
+            derived = DerivedTable(catalog, view)
         except SourceError:  # it reads a derived table that has not run: so it has not either
             continue
+        consumed = derived.consumed()
+        if consumed and not derived.operator.event_time:
+            raise _processing_time_error(spec.name, view)
         if name not in consumed:  # it reads only derived tables, or has not run yet
             continue
         version = consumed[name]
@@ -68,3 +72,15 @@ def plan_restatement(
             )
         consumers[view] = checked[version]
     return RestatementPlan(spec.name, start_ms, end_ms, views, consumers)
+
+
+def _processing_time_error(table: str, view: str) -> DefinitionError:
+    """A processing-time view's rows depend on when they were processed, not only on the
+    rows of a time range: no recompute of the range can reproduce them."""
+    msg = (
+        f"cannot restate {table!r}: view {view!r}, downstream of it, runs in processing time, "
+        "so its rows depend on when they were processed, not only on the source's rows in "
+        f"the range; run a full refresh of {view!r} and the views downstream of it instead; "
+        "nothing was written"
+    )
+    return DefinitionError(msg)
