@@ -11,7 +11,7 @@ restatement before anything is written.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from chronolake.catalog import Catalog
 from chronolake.errors import DefinitionError, SourceError
@@ -29,7 +29,7 @@ class RestatementPlan:
     end_ms: int
     views: tuple[str, ...]
     """Every derived table downstream of `table`, each after the derived tables it reads."""
-    consumers: dict[str, AcceptedRewrite] = field(default_factory=dict)
+    consumers: dict[str, AcceptedRewrite]
     """The derived tables that read `table` itself and have run, with the source's versions
     each reads (after the one its last run consumed, up to the latest) and what changed in
     them. One that has not run yet is not here: its first run reads the rewritten source."""
