@@ -132,7 +132,30 @@ def test_a_view_that_ran_in_processing_time_is_refused_by_name(lake: Catalog) ->
     assert plan_restatement(lake, "clicks", **RANGE).consumers == {}  # not run: nothing held
     DerivedTable(lake, "clicks_now").run()
     with pytest.raises(DefinitionError, match=(
-        r"cannot restate 'clicks': view 'clicks_now', downstream of it, runs in processing "
+        r"cannot restate 'clicks': view 'clicks_now', downstream of it, depends on processing "
         r"time, .* run a full refresh of 'clicks_now' and the views downstream of it instead"
+    )):
+        plan_restatement(lake, "clicks", **RANGE)
+
+
+def test_a_deduplication_ordered_by_processing_time_is_refused_by_name(lake: Catalog) -> None:
+    # the source has an event-time watermark, but the kept row is the first one processed
+    lake.declare("""
+    CREATE TABLE clicks (
+      order_id BIGINT, currency STRING, click_time TIMESTAMP(3), proc_time AS PROCTIME(),
+      WATERMARK FOR click_time AS click_time
+    ) WITH ('path' = 'clicks', 'changelog' = 'append');
+    CREATE VIEW first_clicks AS
+    SELECT order_id, currency, click_time FROM (
+      SELECT *, ROW_NUMBER() OVER (PARTITION BY order_id ORDER BY proc_time ASC) AS rownum
+      FROM clicks
+    ) WHERE rownum = 1;
+    """)
+    write_commits(Path(str(lake.root)) / "clicks",
+                  [[{"order_id": 1, "currency": "EUR", "click_time": at(15)}]], cdf=False)
+    DerivedTable(lake, "first_clicks").run()
+    with pytest.raises(DefinitionError, match=(
+        r"cannot restate 'clicks': view 'first_clicks', downstream of it, depends on "
+        r"processing time, .* run a full refresh of 'first_clicks'"
     )):
         plan_restatement(lake, "clicks", **RANGE)

@@ -62,6 +62,14 @@ class DeduplicateOperator(Operator):
         self.keep_last = dedup.keep is KeepRow.LAST
         self.selects = plan.selects
 
+    @property
+    def depends_on_processing_time(self) -> bool:
+        """Also when ordered by `PROCTIME()`: the kept row is the one processed first or
+        last, whatever the source's watermark."""
+        proctime = self.source.proctime
+        by_proctime = proctime is not None and self.order_by.lower() == proctime.lower()
+        return by_proctime or not self.event_time
+
     def step(
         self,
         context: RunContext,

@@ -134,6 +134,14 @@ class Operator(ABC):
     """Whether the clock alone can release held rows (windows closing by processing time),
     so a run is due even when no input moved."""
 
+    @property
+    def depends_on_processing_time(self) -> bool:
+        """Whether the output depends on when rows were processed, not only on the rows: a
+        recompute of the same rows (a restatement) cannot reproduce it. True when the output
+        watermark is processing time; an operator that orders by processing time under an
+        event-time watermark says so itself."""
+        return not self.event_time
+
     @abstractmethod
     def step(
         self,

@@ -61,7 +61,7 @@ def plan_restatement(
         except SourceError:  # it reads a derived table that has not run: so it has not either
             continue
         consumed = derived.consumed()
-        if consumed and not derived.operator.event_time:
+        if consumed and derived.operator.depends_on_processing_time:
             raise _processing_time_error(spec.name, view)
         if name not in consumed:  # it reads only derived tables, or has not run yet
             continue
@@ -78,9 +78,9 @@ def _processing_time_error(table: str, view: str) -> DefinitionError:
     """A processing-time view's rows depend on when they were processed, not only on the
     rows of a time range: no recompute of the range can reproduce them."""
     msg = (
-        f"cannot restate {table!r}: view {view!r}, downstream of it, runs in processing time, "
-        "so its rows depend on when they were processed, not only on the source's rows in "
-        f"the range; run a full refresh of {view!r} and the views downstream of it instead; "
+        f"cannot restate {table!r}: view {view!r}, downstream of it, depends on processing "
+        "time, so its rows depend on when they were processed, not only on the source's rows "
+        f"in the range; run a full refresh of {view!r} and the views downstream of it instead; "
         "nothing was written"
     )
     return DefinitionError(msg)
