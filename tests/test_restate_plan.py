@@ -82,6 +82,7 @@ def test_the_plan_lists_the_hops_in_order_and_each_direct_consumers_versions(
     plan = plan_restatement(lake, "RAW_ORDERS", **RANGE)
 
     assert (plan.table, plan.start_ms, plan.end_ms) == ("raw_orders", ms(10), ms(30))
+    assert plan.end_version == 2  # read once: every consumer reads up to it
     assert plan.views == DOWNSTREAM  # enriched reads orders, not raw_orders
     assert set(plan.consumers) == {"per_window", "raw_enriched"}  # hourly_usd reads a view
     per_window, raw_enriched = plan.consumers["per_window"], plan.consumers["raw_enriched"]

@@ -53,11 +53,14 @@ class AcceptedRewrite:
 
 
 def check_rewrite(
-    catalog: Catalog, table: str, *, consumed_version: int, start_ms: int, end_ms: int
+    catalog: Catalog, table: str, *, consumed_version: int, start_ms: int, end_ms: int,
+    end_version: int | None = None,
 ) -> AcceptedRewrite:
-    """Accept the changes of source `table` after `consumed_version` when every row they
-    change has its rowtime in [`start_ms`, `end_ms`) (epoch milliseconds; a TIMESTAMP
-    rowtime read as UTC, as watermarks are).
+    """Accept the changes of source `table` after `consumed_version` up to `end_version`
+    when every row they change has its rowtime in [`start_ms`, `end_ms`) (epoch
+    milliseconds; a TIMESTAMP rowtime read as UTC, as watermarks are). `end_version` is the
+    source's latest version, read once by a caller that checks several consumers so that
+    all of them read up to the same version (None: read here).
 
     Raises `RestateRangeError` naming the versions and the changed rows' times outside the
     range, and the range that covers them; `DefinitionError` when `table` is not a source
@@ -71,7 +74,7 @@ def check_rewrite(
     """
     spec = restatable_source(catalog, table, start_ms=start_ms, end_ms=end_ms)
     path = catalog.table_path(spec)
-    latest = catalog.backend.latest_version(path)
+    latest = catalog.backend.latest_version(path) if end_version is None else end_version
     accepted = AcceptedRewrite(spec.name, consumed_version, latest, start_ms, end_ms, 0,
                                None, None)
     if latest == consumed_version:

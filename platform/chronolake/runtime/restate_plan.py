@@ -27,11 +27,14 @@ class RestatementPlan:
     table: str
     start_ms: int
     end_ms: int
+    end_version: int
+    """The source's latest version when the restatement was planned: every consumer reads up
+    to it, so all of them restate the same rewrite."""
     views: tuple[str, ...]
     """Every derived table downstream of `table`, each after the derived tables it reads."""
     consumers: dict[str, AcceptedRewrite]
     """The derived tables that read `table` itself and have run, with the source's versions
-    each reads (after the one its last run consumed, up to the latest) and what changed in
+    each reads (after the one its last run consumed, up to `end_version`) and what changed in
     them. One that has not run yet is not here: its first run reads the rewritten source."""
 
 
@@ -53,6 +56,7 @@ def plan_restatement(
     spec = restatable_source(catalog, table, start_ms=start_ms, end_ms=end_ms)
     name = spec.name.lower()
     views = tuple(downstream_derived(catalog, name))
+    end_version = catalog.backend.latest_version(catalog.table_path(spec))
     checked: dict[int, AcceptedRewrite] = {}  # consumers at the same version share one check
     consumers: dict[str, AcceptedRewrite] = {}
     for view in views:
@@ -68,10 +72,11 @@ def plan_restatement(
         version = consumed[name]
         if version not in checked:
             checked[version] = check_rewrite(
-                catalog, name, consumed_version=version, start_ms=start_ms, end_ms=end_ms
+                catalog, name, consumed_version=version, start_ms=start_ms, end_ms=end_ms,
+                end_version=end_version,
             )
         consumers[view] = checked[version]
-    return RestatementPlan(spec.name, start_ms, end_ms, views, consumers)
+    return RestatementPlan(spec.name, start_ms, end_ms, end_version, views, consumers)
 
 
 def _processing_time_error(table: str, view: str) -> DefinitionError:
