@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chronolake.catalog import Catalog
+from chronolake.catalog.checkpoint import CheckpointStore
 from chronolake.errors import DefinitionError, SourceError
 from chronolake.runtime.chain import downstream_derived
 from chronolake.runtime.derived import DerivedTable
@@ -62,8 +63,10 @@ def plan_restatement(
     for view in views:
         try:
             derived = DerivedTable(catalog, view)
-        except SourceError:  # it reads a derived table that has not run: so it has not either
-            continue
+        except SourceError:
+            if CheckpointStore.of(catalog.root, view).latest().run == 0:
+                continue  # it reads a derived table that has not run, and has not run either
+            raise
         consumed = derived.consumed()
         if consumed and derived.operator.depends_on_processing_time:
             raise _processing_time_error(spec.name, view)
