@@ -18,7 +18,8 @@ from deltatables import as_table, write_commits
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog
-from chronolake.errors import DefinitionError, RestateRangeError
+from chronolake.errors import DefinitionError, RestateRangeError, RunError
+from chronolake.runtime.attempt import begin_writing
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.restate_plan import plan_restatement
 
@@ -160,3 +161,22 @@ def test_a_deduplication_ordered_by_processing_time_is_refused_by_name(lake: Cat
         r"processing time, .* run a full refresh of 'first_clicks'"
     )):
         plan_restatement(lake, "clicks", **RANGE)
+
+
+def test_a_view_whose_last_run_was_interrupted_is_refused_until_it_runs(lake: Catalog) -> None:
+    raw_orders = Path(str(lake.root)) / "raw_orders"
+    DerivedTable(lake, "per_window").run()                           # run 1 consumes version 0
+    write_commits(raw_orders, [[order_row(5, 50, 20)]], cdf=False)   # version 1
+    killed = DerivedTable(lake, "per_window")
+    plan = killed.prepare()
+    assert plan is not None
+    begin_writing(killed.store, killed.name, plan)  # what run 2 left, killed after its intent
+    write_deltalake(str(raw_orders), as_table(ORDERS[1:2]), mode="overwrite",
+                    predicate=IN_RANGE)                               # version 2
+    with pytest.raises(RunError, match=(
+        r"cannot restate 'raw_orders': run 'per_window' first: its run 2 was interrupted .* "
+        r"run 'per_window' \(`chronolake run per_window`\), then restate again"
+    )):
+        plan_restatement(lake, "raw_orders", **RANGE)
+    DerivedTable(lake, "per_window").run()  # finishes run 2: up to version 1, as it fixed
+    assert plan_restatement(lake, "raw_orders", **RANGE).consumers["per_window"].after_version == 1

@@ -374,6 +374,12 @@ class DerivedTable:
         source starts (`chronolake.runtime.restate_plan`)."""
         return self._by_table(self.store.latest().inputs)
 
+    def interrupted_run(self) -> int | None:
+        """The number of a run killed after recording its intent, which the next run finishes
+        first with the input versions the intent fixed (`prepare`); None when there is none."""
+        number = self.store.latest().run + 1
+        return number if self.store.intent(number) is not None else None
+
     def _consumed(self, reads: Mapping[str, InputRead]) -> dict[str, int]:
         """The last version of each input table the run consumed, by table name."""
         return self._by_table({name: read.position for name, read in reads.items()})

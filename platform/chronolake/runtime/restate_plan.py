@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from chronolake.catalog import Catalog
 from chronolake.catalog.checkpoint import CheckpointStore
-from chronolake.errors import DefinitionError, SourceError
+from chronolake.errors import DefinitionError, RunError, SourceError
+from chronolake.location import Location
 from chronolake.runtime.chain import downstream_derived
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.restate_check import AcceptedRewrite, check_rewrite, restatable_source
@@ -46,8 +47,8 @@ def plan_restatement(
     with the rewrite checked for every direct consumer that has run.
 
     Raises what `check_rewrite` raises (`RestateRangeError` for a change outside the range,
-    naming its times), and `DefinitionError` for a hop that has run in processing time,
-    before anything is written.
+    naming its times), `DefinitionError` for a hop that has run in processing time, and
+    `RunError` for a hop whose last run was interrupted, before anything is written.
 
     Example:
         >>> plan = plan_restatement(catalog, "orders", start_ms=t0, end_ms=t1)
@@ -67,6 +68,9 @@ def plan_restatement(
             if CheckpointStore.of(catalog.root, view).latest().run == 0:
                 continue  # it reads a derived table that has not run, and has not run either
             raise
+        interrupted = derived.interrupted_run()
+        if interrupted is not None:  # what it consumed is not what its next run starts from
+            raise _interrupted_error(spec.name, view, interrupted, derived.store.storage.location)
         consumed = derived.consumed()
         if consumed and derived.operator.depends_on_processing_time:
             raise _processing_time_error(spec.name, view)
@@ -92,3 +96,15 @@ def _processing_time_error(table: str, view: str) -> DefinitionError:
         "nothing was written"
     )
     return DefinitionError(msg)
+
+
+def _interrupted_error(table: str, view: str, run: int, state: Location) -> RunError:
+    """A killed run's intent binds the view's next run to the input versions it fixed, which
+    the restatement's check would not start from."""
+    msg = (
+        f"cannot restate {table!r}: run {view!r} first: its run {run} was interrupted after "
+        f"fixing the input versions it reads (its intent under {state}), and its next run "
+        f"finishes it; run {view!r} (`chronolake run {view}`), then restate again; nothing "
+        "was written"
+    )
+    return RunError(msg)
