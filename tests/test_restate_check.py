@@ -61,7 +61,8 @@ def test_an_overwrite_that_changes_only_rows_in_the_range_is_accepted(lake: Cata
                     mode="overwrite")
     accepted = check_rewrite(lake, "raw_orders", consumed_version=0, **RANGE)
     assert (accepted.after_version, accepted.end_version) == (0, 1)
-    assert accepted.changed_rows == 4  # order 2 before and after, order 3, order 5
+    # removed: order 2 before, order 3; added: order 2 after, order 5
+    assert (accepted.removed_rows, accepted.added_rows) == (2, 2)
     assert (accepted.first_changed_ms, accepted.last_changed_ms) == (ms(15), ms(25))
 
 
@@ -70,7 +71,7 @@ def test_a_predicate_overwrite_inside_the_range_is_accepted(lake: Catalog) -> No
     write_deltalake(str(Path(str(lake.root)) / "orders"), as_table(replaced), mode="overwrite",
                     predicate=IN_RANGE)
     accepted = check_rewrite(lake, "orders", consumed_version=0, **RANGE)
-    assert accepted.changed_rows == 4
+    assert (accepted.removed_rows, accepted.added_rows) == (2, 2)
     assert (accepted.first_changed_ms, accepted.last_changed_ms) == (ms(15), ms(29))
 
 
@@ -79,7 +80,7 @@ def test_a_delete_and_reinsert_of_the_range_is_accepted(lake: Catalog) -> None:
     delete_rows(orders, "order_id IN (2, 3)")
     write_commits(orders, [[order_row(2, 20, 15), order_row(3, 33, 25)]])  # 2 as it was
     accepted = check_rewrite(lake, "orders", consumed_version=0, **RANGE)
-    assert (accepted.end_version, accepted.changed_rows) == (2, 2)  # order 3 before and after
+    assert (accepted.end_version, accepted.removed_rows, accepted.added_rows) == (2, 1, 1)
     assert (accepted.first_changed_ms, accepted.last_changed_ms) == (ms(25), ms(25))
 
 
@@ -92,9 +93,9 @@ def test_a_predicate_overwrite_reaching_outside_the_range_is_refused_naming_the_
     with pytest.raises(RestateRangeError) as refused:
         check_rewrite(lake, "orders", consumed_version=0, **RANGE)
     assert str(refused.value) == (
-        "table 'orders': version 1 changed 1 row(s) outside the range "
-        "[2026-11-02T09:10:00.000Z, 2026-11-02T09:30:00.000Z) being restated: 1 with event "
-        "time 2026-11-02T09:05:00.000Z (last changed at version 1); expected changes only "
+        "table 'orders': version 1 removed 1 and added 0 row(s) outside the range "
+        "[2026-11-02T09:10:00.000Z, 2026-11-02T09:30:00.000Z) being restated: 1 of them with "
+        "event time 2026-11-02T09:05:00.000Z (last changed at version 1); expected changes only "
         "within the range; restate "
         "[2026-11-02T09:05:00.000Z, 2026-11-02T09:30:00.000Z) instead, or run a full refresh "
         "of the views that read it; nothing was written"
@@ -109,16 +110,17 @@ def test_changes_on_both_sides_of_the_range_are_refused_and_the_named_range_fits
     update_rows(orders, "order_id = 2", {"amount": "21"})  # 09:15, in range
     update_rows(orders, "order_id = 4", {"amount": "41"})  # 09:35, version 3
     with pytest.raises(RestateRangeError, match=(
-        r"versions 1\.\.3 changed 3 row\(s\) outside the range .* 3 with event times from "
+        r"versions 1\.\.3 removed 2 and added 1 row\(s\) outside the range .* 3 of them "
+        r"with event times from "
         r"2026-11-02T09:05:00\.000Z to 2026-11-02T09:35:00\.000Z \(last changed at versions "
         r"1\.\.3\).*restate \[2026-11-02T09:05:00\.000Z, 2026-11-02T09:35:00\.001Z\) instead"
     )):
         check_rewrite(lake, "orders", consumed_version=0, **RANGE)
     widened = check_rewrite(lake, "orders", consumed_version=0, start_ms=ms(5),
                             end_ms=ms(35) + 1)
-    assert widened.changed_rows == 5
+    assert (widened.removed_rows, widened.added_rows) == (3, 2)  # order 1 deleted, 2 updates
     # from a later consumed version only the last update is new: outside the range still
-    with pytest.raises(RestateRangeError, match=r"version 3 changed 2 row\(s\)"):
+    with pytest.raises(RestateRangeError, match=r"version 3 removed 1 and added 1 row\(s\)"):
         check_rewrite(lake, "orders", consumed_version=2, **RANGE)
 
 
@@ -126,7 +128,8 @@ def test_a_changed_row_without_an_event_time_is_refused(lake: Catalog) -> None:
     untimed = {**order_row(7, 70, 20), "order_time": None}
     write_commits(Path(str(lake.root)) / "orders", [[untimed]], schema=as_table(ORDERS).schema)
     with pytest.raises(RestateRangeError, match=(
-        r"changed 1 row\(s\) outside the range .*: 1 without an event time \(a null rowtime\) "
+        r"removed 0 and added 1 row\(s\) outside the range .*: 1 of them without an event "
+        r"time \(a null rowtime\) "
         r".*; run a full refresh of the views that read it; nothing was written"
     )):
         check_rewrite(lake, "orders", consumed_version=0, **RANGE)
@@ -134,7 +137,8 @@ def test_a_changed_row_without_an_event_time_is_refused(lake: Catalog) -> None:
 
 def test_no_commit_since_the_consumed_version_changes_nothing(lake: Catalog) -> None:
     accepted = check_rewrite(lake, "orders", consumed_version=0, **RANGE)
-    assert (accepted.end_version, accepted.changed_rows, accepted.first_changed_ms) == (0, 0, None)
+    assert (accepted.end_version, accepted.removed_rows, accepted.added_rows) == (0, 0, 0)
+    assert accepted.first_changed_ms is None
 
 
 

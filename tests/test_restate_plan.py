@@ -89,9 +89,10 @@ def test_the_plan_lists_the_hops_in_order_and_each_direct_consumers_versions(
     per_window, raw_enriched = plan.consumers["per_window"], plan.consumers["raw_enriched"]
     assert (per_window.after_version, per_window.end_version) == (0, 2)
     assert (raw_enriched.after_version, raw_enriched.end_version) == (1, 2)
-    # per_window has not read order 5 (appended, then kept) yet: a change for it, not for
-    # raw_enriched; both see order 2 before and after, and order 3 removed
-    assert (per_window.changed_rows, raw_enriched.changed_rows) == (4, 3)
+    # per_window has not read order 5 (appended, then kept) yet: added for it, not for
+    # raw_enriched; both see order 2 before (removed) and after (added), and order 3 removed
+    assert (per_window.removed_rows, per_window.added_rows) == (2, 2)
+    assert (raw_enriched.removed_rows, raw_enriched.added_rows) == (2, 1)
     assert (per_window.first_changed_ms, per_window.last_changed_ms) == (ms(15), ms(25))
 
 
@@ -113,8 +114,8 @@ def test_a_rewrite_outside_the_range_is_refused_for_the_consumer_that_would_read
     write_deltalake(str(raw_orders), as_table(ORDERS[1:2]), mode="overwrite",
                     predicate=IN_RANGE)
     with pytest.raises(RestateRangeError, match=(
-        r"table 'raw_orders': versions 1\.\.2 changed 1 row\(s\) outside the range .* 1 with "
-        r"event time 2026-11-02T09:45:00\.000Z"
+        r"table 'raw_orders': versions 1\.\.2 removed 0 and added 1 row\(s\) outside the range "
+        r".* 1 of them with event time 2026-11-02T09:45:00\.000Z"
     )):
         plan_restatement(lake, "raw_orders", **RANGE)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from chronolake.catalog import Catalog
@@ -45,8 +46,11 @@ class AcceptedRewrite:
     end_version: int
     start_ms: int
     end_ms: int
-    changed_rows: int
-    """Rows added or removed, net of rows removed and re-added unchanged (0: none)."""
+    removed_rows: int
+    """Row images removed (a delete, an update's old row), net of rows removed and re-added
+    unchanged: a one-row UPDATE removes one and adds one."""
+    added_rows: int
+    """Row images added (an insert, an update's new row), net the same way."""
     first_changed_ms: int | None
     """The earliest event time among the changed rows (None when none changed)."""
     last_changed_ms: int | None
@@ -75,7 +79,7 @@ def check_rewrite(
     spec = restatable_source(catalog, table, start_ms=start_ms, end_ms=end_ms)
     path = catalog.table_path(spec)
     latest = catalog.backend.latest_version(path) if end_version is None else end_version
-    accepted = AcceptedRewrite(spec.name, consumed_version, latest, start_ms, end_ms, 0,
+    accepted = AcceptedRewrite(spec.name, consumed_version, latest, start_ms, end_ms, 0, 0,
                                None, None)
     if latest == consumed_version:
         return accepted
@@ -102,15 +106,18 @@ def check_rewrite(
         .where(F.col(_NET) != 0)
     )
     time_type = netted.select(F.col(rowtime)).schema.fields[0].dataType
-    count, at = F.abs(F.col(_NET)), timestamp_millis(F.col(rowtime), time_type)
-    timed = netted.select(count.alias(_NET), F.col(_LAST_VERSION), at.alias(_TIME))
+    at = timestamp_millis(F.col(rowtime), time_type)
+    timed = netted.select(F.col(_NET), F.col(_LAST_VERSION), at.alias(_TIME))
     inside = F.coalesce((F.col(_TIME) >= start_ms) & (F.col(_TIME) < end_ms), F.lit(False))
     outside = ~inside
+    removed, added = F.greatest(-F.col(_NET), F.lit(0)), F.greatest(F.col(_NET), F.lit(0))
     # one row of figures over the netted changes: metadata-sized
     [figures] = timed.agg(
-        F.coalesce(F.sum(_NET), F.lit(0)).alias("changed"),
-        F.coalesce(F.sum(F.when(outside, F.col(_NET))), F.lit(0)).alias("outside"),
-        F.coalesce(F.sum(F.when(F.col(_TIME).isNull(), F.col(_NET))), F.lit(0)).alias("untimed"),
+        _total(removed).alias("removed"),
+        _total(added).alias("added"),
+        _total(removed, outside).alias("removed_outside"),
+        _total(added, outside).alias("added_outside"),
+        _total(F.abs(F.col(_NET)), F.col(_TIME).isNull()).alias("untimed"),
         F.min(F.when(outside, F.col(_TIME))).alias("earliest"),
         F.max(F.when(outside, F.col(_TIME))).alias("latest"),
         F.min(F.when(outside, F.col(_LAST_VERSION))).alias("first_version"),
@@ -118,10 +125,11 @@ def check_rewrite(
         F.min(F.when(inside, F.col(_TIME))).alias("first_inside"),
         F.max(F.when(inside, F.col(_TIME))).alias("last_inside"),
     ).collect()
-    if figures["outside"]:
+    if figures["removed_outside"] or figures["added_outside"]:
         raise _outside_error(accepted, figures.asDict())
     return AcceptedRewrite(
-        spec.name, consumed_version, latest, start_ms, end_ms, figures["changed"],
+        spec.name, consumed_version, latest, start_ms, end_ms, figures["removed"],
+        figures["added"],
         figures["first_inside"], figures["last_inside"],
     )
 
@@ -166,15 +174,17 @@ def restatable_source(catalog: Catalog, table: str, *, start_ms: int, end_ms: in
 def _outside_error(accepted: AcceptedRewrite, figures: dict[str, int]) -> RestateRangeError:
     """The rewrite changed rows outside the range: name their times and the range that fits."""
     untimed = figures["untimed"]
-    timed = figures["outside"] - untimed
+    outside = figures["removed_outside"] + figures["added_outside"]
+    timed = outside - untimed
     earliest, latest = figures["earliest"], figures["latest"]
     times = (
         "" if not timed
-        else f"{timed} with event time {_instant(earliest)}" if earliest == latest
-        else f"{timed} with event times from {_instant(earliest)} to {_instant(latest)}"
+        else f"{timed} of them with event time {_instant(earliest)}" if earliest == latest
+        else f"{timed} of them with event times from {_instant(earliest)} to {_instant(latest)}"
     )
-    nulls = f"{untimed} without an event time (a null rowtime)" if untimed else ""
+    nulls = f"{untimed} of them without an event time (a null rowtime)" if untimed else ""
     what = " and ".join(part for part in (times, nulls) if part)
+    counts = f"removed {figures['removed_outside']} and added {figures['added_outside']} row(s)"
     refresh = "run a full refresh of the views that read it"
     fix = (
         f"restate [{_instant(min(accepted.start_ms, earliest))}, "
@@ -184,11 +194,16 @@ def _outside_error(accepted: AcceptedRewrite, figures: dict[str, int]) -> Restat
     read = _versions(accepted.after_version + 1, accepted.end_version)
     changed = _versions(figures["first_version"], figures["last_version"])
     return RestateRangeError(
-        f"table {accepted.table!r}: {read} changed {figures['outside']} row(s) outside the "
-        f"range [{_instant(accepted.start_ms)}, {_instant(accepted.end_ms)}) being restated: "
+        f"table {accepted.table!r}: {read} {counts} outside the range "
+        f"[{_instant(accepted.start_ms)}, {_instant(accepted.end_ms)}) being restated: "
         f"{what} (last changed at {changed}); expected changes only within the range; {fix}; "
         "nothing was written"
     )
+
+
+def _total(count: Column, where: Column | None = None) -> Column:
+    """The sum of `count` over the rows where `where` holds (all rows when None), 0 for none."""
+    return F.coalesce(F.sum(count if where is None else F.when(where, count)), F.lit(0))
 
 
 def _versions(first: int, last: int) -> str:
