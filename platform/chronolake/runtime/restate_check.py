@@ -51,9 +51,6 @@ class AcceptedRewrite:
     unchanged: a one-row UPDATE removes one and adds one."""
     added_rows: int
     """Row images added (an insert, an update's new row), net the same way."""
-    first_changed_ms: int | None
-    """The earliest event time among the changed rows (None when none changed)."""
-    last_changed_ms: int | None
 
 
 def check_rewrite(
@@ -79,8 +76,7 @@ def check_rewrite(
     spec = restatable_source(catalog, table, start_ms=start_ms, end_ms=end_ms)
     path = catalog.table_path(spec)
     latest = catalog.backend.latest_version(path) if end_version is None else end_version
-    accepted = AcceptedRewrite(spec.name, consumed_version, latest, start_ms, end_ms, 0, 0,
-                               None, None)
+    accepted = AcceptedRewrite(spec.name, consumed_version, latest, start_ms, end_ms, 0, 0)
     if latest == consumed_version:
         return accepted
     if latest < consumed_version:
@@ -122,15 +118,12 @@ def check_rewrite(
         F.max(F.when(outside, F.col(_TIME))).alias("latest"),
         F.min(F.when(outside, F.col(_LAST_VERSION))).alias("first_version"),
         F.max(F.when(outside, F.col(_LAST_VERSION))).alias("last_version"),
-        F.min(F.when(inside, F.col(_TIME))).alias("first_inside"),
-        F.max(F.when(inside, F.col(_TIME))).alias("last_inside"),
     ).collect()
     if figures["removed_outside"] or figures["added_outside"]:
         raise _outside_error(accepted, figures.asDict())
     return AcceptedRewrite(
         spec.name, consumed_version, latest, start_ms, end_ms, figures["removed"],
         figures["added"],
-        figures["first_inside"], figures["last_inside"],
     )
 
 
