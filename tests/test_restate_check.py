@@ -137,7 +137,6 @@ def test_no_commit_since_the_consumed_version_changes_nothing(lake: Catalog) -> 
     assert (accepted.end_version, accepted.removed_rows, accepted.added_rows) == (0, 0, 0)
 
 
-
 def test_a_consumed_version_beyond_the_table_is_refused(lake: Catalog) -> None:
     with pytest.raises(SourceError, match=r"latest version is 0, before version 5, .* created "
                        r"anew .*run a full refresh"):
