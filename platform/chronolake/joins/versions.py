@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from chronolake.lake.changelog import ARRIVAL_ORDER, ROW_KIND, RowKind
+from chronolake.lake.changelog import ADDITIONS, ARRIVAL_ORDER, ROW_KIND, RowKind
 from chronolake.schema.spec import KeepRow
 from chronolake.watermarks.assigner import WATERMARK_COLUMN
 
@@ -36,7 +36,7 @@ def mark_stale_versions(events: DataFrame, key: Sequence[str], time: str) -> Dat
         .rowsBetween(Window.unboundedPreceding, -1)
     )
     is_version = (
-        F.col(ROW_KIND).isin(RowKind.INSERT.value, RowKind.UPDATE_AFTER.value)
+        F.col(ROW_KIND).isin(*ADDITIONS)
         if ROW_KIND in events.columns
         else F.lit(True)
     )
@@ -56,7 +56,7 @@ def first_versions(events: DataFrame, key: Sequence[str], time: str | None) -> D
     earliest `time` (the first arrival among equal ones; the first arrival when `time` is
     None, a processing-time order). Events without a time are no versions."""
     if ROW_KIND in events.columns:
-        kept = F.col(ROW_KIND).isin(RowKind.INSERT.value, RowKind.UPDATE_AFTER.value)
+        kept = F.col(ROW_KIND).isin(*ADDITIONS)
         events = events.where(F.coalesce(kept, F.lit(True)))
     order = [F.col(c) for c in ARRIVAL_ORDER]
     if time is not None:

@@ -40,3 +40,8 @@ class RowKind(StrEnum):
     UPDATE_BEFORE = "-U"
     UPDATE_AFTER = "+U"
     DELETE = "-D"
+
+
+ADDITIONS: tuple[str, ...] = (RowKind.INSERT.value, RowKind.UPDATE_AFTER.value)
+"""The row kinds whose row is added to the table, Flink's accumulate messages
+(`RowDataUtil.isAccumulateMsg`); the others (`-U`, `-D`) retract a row."""

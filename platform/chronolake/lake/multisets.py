@@ -22,6 +22,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from chronolake.lake.changelog import (
+    ADDITIONS,
     ARRIVAL_ORDER,
     ROW_KIND,
     SYSTEM_COLUMNS,
@@ -37,7 +38,6 @@ _NET = "__multiset_net"
 _STORED = "__multiset_stored"
 _ROW = "__multiset_row"
 _OCCURRENCE = "__multiset_occurrence"
-_ADDITIONS = (RowKind.INSERT.value, RowKind.UPDATE_AFTER.value)
 
 
 def values_hash(columns: Sequence[str]) -> Column:
@@ -55,7 +55,7 @@ def row_changes(changes: DataFrame, stored: DataFrame | None) -> DataFrame:
     a `+I` per occurrence added, a `-D` per stored occurrence taken back, keyed by
     `ROW_IDENTITY`, with the arrival columns `chronolake.lake.upserts` orders by."""
     columns = [c for c in changes.columns if c not in SYSTEM_COLUMNS]
-    sign = F.when(F.col(ROW_KIND).isin(*_ADDITIONS), 1).otherwise(-1)
+    sign = F.when(F.col(ROW_KIND).isin(*ADDITIONS), 1).otherwise(-1)
     batch = changes.withColumn(_VALUES, values_hash(columns)).groupBy(_VALUES).agg(
         F.sum(sign).alias(_NET), F.first(F.struct(*(F.col(f"`{c}`") for c in columns))).alias(_ROW)
     )

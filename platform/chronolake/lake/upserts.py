@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from chronolake.lake.changelog import (
+    ADDITIONS,
     ARRIVAL_ORDER,
     CHANGE_TYPE,
     ROW_KIND,
@@ -44,7 +45,6 @@ REWRITE_SHARE = 0.25
 _LAST = "__upsert_last"
 _FIRST = "__upsert_first"
 RETRACTED = "__upsert_retracted"
-_ADDITIONS = (RowKind.INSERT.value, RowKind.UPDATE_AFTER.value)
 _RETRACTIONS = (RowKind.UPDATE_BEFORE.value, RowKind.DELETE.value)
 
 
@@ -63,7 +63,7 @@ class Upsert:
 def additions(changes: DataFrame) -> DataFrame:
     """A batch without retractions as the rows it adds (each key's one +I or +U)."""
     columns = [c for c in changes.columns if c not in SYSTEM_COLUMNS]
-    return changes.where(F.col(ROW_KIND).isin(*_ADDITIONS)).select(*columns)
+    return changes.where(F.col(ROW_KIND).isin(*ADDITIONS)).select(*columns)
 
 
 def apply_changes(
@@ -116,7 +116,7 @@ def last_changes(changes: DataFrame, key: Sequence[str]) -> DataFrame:
     first = F.min_by(ROW_KIND, order).alias(_FIRST)
     retracted = F.col(f"{_LAST}.{ROW_KIND}").isin(*_RETRACTIONS)
     return changes.groupBy(*key).agg(last, first).where(
-        ~(retracted & F.col(_FIRST).isin(*_ADDITIONS))
+        ~(retracted & F.col(_FIRST).isin(*ADDITIONS))
     ).select(
         *(F.col(f"{_LAST}.`{c}`").alias(c) for c in columns), retracted.alias(RETRACTED)
     )

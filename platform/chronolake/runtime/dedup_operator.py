@@ -26,7 +26,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from chronolake.catalog.relations import through_view_rows
-from chronolake.lake.changelog import ARRIVAL_ORDER, POSITION, ROW_KIND, SYSTEM_COLUMNS, RowKind
+from chronolake.lake.changelog import (
+    ADDITIONS,
+    ARRIVAL_ORDER,
+    POSITION,
+    ROW_KIND,
+    SYSTEM_COLUMNS,
+    RowKind,
+)
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import (
     INTERNAL_COLUMNS,
@@ -79,7 +86,7 @@ class DeduplicateOperator(Operator):
     ) -> Step:
         rows = reads[self.source.name].rows  # held (`InputRead.rows`)
         timed = F.col(f"`{self.order_by}`").isNotNull()
-        events = [RowKind.INSERT.value, RowKind.UPDATE_AFTER.value]
+        events = [*ADDITIONS]
         if self.keep_last:
             events.append(RowKind.DELETE.value)  # a key's latest event may remove its row
         candidates = rows.where(timed & F.col(ROW_KIND).isin(*events))

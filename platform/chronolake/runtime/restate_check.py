@@ -27,12 +27,11 @@ from pyspark.sql import functions as F
 from chronolake.catalog import Catalog
 from chronolake.catalog.relations import with_declared_columns
 from chronolake.errors import DefinitionError, RestateRangeError, RunError, SourceError
-from chronolake.lake.changelog import COMMIT_VERSION, ROW_KIND, RowKind
+from chronolake.lake.changelog import ADDITIONS, COMMIT_VERSION, ROW_KIND
 from chronolake.schema import ComputedColumn, MetadataColumn, TableSpec
 from chronolake.watermarks.millis import timestamp_millis
 
 _NET, _LAST_VERSION, _TIME = "__restate_net", "__restate_version", "__restate_time"
-_ADDING = (RowKind.INSERT.value, RowKind.UPDATE_AFTER.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +94,7 @@ def check_rewrite(
     head = rowtime.split(".")[0]
     stored = [c.name for c in spec.physical_columns]
     grouped = stored if head.lower() in {c.lower() for c in stored} else [*stored, head]
-    sign = F.when(F.col(ROW_KIND).isin(*_ADDING), 1).otherwise(-1)
+    sign = F.when(F.col(ROW_KIND).isin(*ADDITIONS), 1).otherwise(-1)
     netted = (
         changes.groupBy(*(F.col(f"`{c}`") for c in grouped))
         .agg(F.sum(sign).alias(_NET), F.max(COMMIT_VERSION).alias(_LAST_VERSION))
