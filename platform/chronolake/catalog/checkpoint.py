@@ -19,6 +19,9 @@ input from scratch (from its last OVERWRITE, or from a snapshot when the older
 history is gone), with no state, and *replaces* output, side output and history
 (one Delta overwrite commit each, so readers see the old rows or the new, never
 a mix). Redoing it after a crash replaces them again with the same rows.
+
+A restatement is a run too: its intent names the restated range, and it rewrites only the
+region of the output that depends on it (`chronolake.runtime.restate_run`).
 """
 
 from __future__ import annotations
@@ -65,6 +68,17 @@ class InputPosition(BaseModel):
     )
 
 
+class RestatedRange(BaseModel):
+    """A restatement's range of one source: the run recomputes what depends on its rows with
+    event time in [`start_ms`, `end_ms`) (docs/design.md, "Restatement")."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str = Field(..., description="The rewritten source table.")
+    start_ms: int = Field(..., description="The range's start (epoch ms, inclusive).")
+    end_ms: int = Field(..., description="The range's end (epoch ms, exclusive).")
+
+
 class RunIntent(Persisted):
     """The input versions run `run` reads up to: fixed before any data is read."""
 
@@ -75,6 +89,9 @@ class RunIntent(Persisted):
     full_refresh: bool = Field(False, description="Rebuild from scratch, replacing output.")
     start: dict[str, InputPosition] = Field(
         default_factory=dict, description="A full refresh's start position per input."
+    )
+    restate: RestatedRange | None = Field(
+        None, description="A restatement: recompute the range's region and write the diff."
     )
 
 

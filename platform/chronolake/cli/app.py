@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from chronolake.catalog import Catalog
 
 KEPT_LOGS = 20
+_INSTANTS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S",
+             "%Y-%m-%d %H:%M:%S"]
+"""How `restate` reads an instant (UTC, as watermarks are)."""
 """Spark error logs kept per lake; older ones are removed when a new one is written."""
 
 
@@ -443,6 +446,43 @@ def run(
                 )
             print_run(result)
             done.append(name.lower())
+
+
+@main.command()
+@click.argument("table")
+@LAKE_OPTION
+@click.option("--from", "start", type=click.DateTime(_INSTANTS), required=True,
+              help="The range's start (UTC, inclusive), e.g. 2026-11-02T09:00.")
+@click.option("--to", "end", type=click.DateTime(_INSTANTS), required=True,
+              help="The range's end (UTC, exclusive).")
+@VERBOSE_OPTION
+def restate(table: str, lake: LocationLike, start: datetime, end: datetime,
+            verbose: bool) -> None:
+    """After source TABLE's rows with event time in [--from, --to) were rewritten (an OVERWRITE
+    or replaceWhere within the range, or a delete and reinsert of it), recompute what depends
+    on them in the views that read TABLE and commit only the differences, as -U/+U/-D
+    changes, each view exactly once. A rewrite outside the range is refused, naming its rows'
+    times; nothing is written then."""
+    from chronolake.catalog import Catalog
+    from chronolake.cli.output import print_run
+    from chronolake.runtime.restate_plan import run_restatement
+
+    step = _step()
+    step.lake, step.verbose = lake, verbose
+    _quiet_spark_logs()
+    _require_lake(lake)
+    step.doing = f"the restatement of {table}"
+    step.interrupted = (
+        f"interrupted; the restatement of {table} did not finish: run the same command again "
+        "to finish it exactly once (nothing lost, nothing written twice)"
+    )
+    millis = [int(moment.replace(tzinfo=UTC).timestamp() * 1000) for moment in (start, end)]
+    with _spinner(f"restating {table}"):
+        results = run_restatement(Catalog(lake), table, start_ms=millis[0], end_ms=millis[1])
+    for result in results:
+        print_run(result)
+    if not results:
+        click.echo(f"{table}: no view that reads it has run yet; nothing to restate")
 
 
 @main.command()

@@ -39,6 +39,7 @@ WATERMARK_KEY = "chronolake.watermark"
 WATERMARK_MILLIS_KEY = "chronolake.watermarkMillis"
 INPUT_VERSIONS_KEY = "chronolake.inputVersions"
 PARTITIONS_KEY = "chronolake.partitions"
+RESTATED_KEY = "chronolake.restated"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,13 @@ def watermark_stamp(watermark_ms: int | None) -> dict[str, str]:
 def input_versions_stamp(versions: Mapping[str, int]) -> dict[str, str]:
     """The commitInfo entry recording the input versions a run had consumed, by table."""
     return {INPUT_VERSIONS_KEY: json.dumps(dict(sorted(versions.items())))}
+
+
+def restated_stamp(source: str, start_ms: int, end_ms: int) -> dict[str, str]:
+    """The commitInfo entry of a restatement's commit: the source it restated and the range of
+    this table's time attribute its changes may touch (what the next hop restates)."""
+    return {RESTATED_KEY: json.dumps({"source": source, "fromMillis": start_ms,
+                                      "toMillis": end_ms})}
 
 
 def partitions_stamp(figures: Sequence[PartitionFigures]) -> dict[str, str]:

@@ -28,6 +28,7 @@ from chronolake.catalog.checkpoint import (
     CheckpointStore,
     InputPosition,
     ReadPhase,
+    RestatedRange,
     RunIntent,
 )
 from chronolake.clock import Clock, WallClock
@@ -35,10 +36,16 @@ from chronolake.errors import ChronolakeError, DefinitionError, RunError
 from chronolake.faults import FaultPoint, fault_point
 from chronolake.joins.history import HISTORY_PAGE_ROWS
 from chronolake.lake.changelog import SYSTEM_COLUMNS, RowKind
+from chronolake.lake.diffs import row_diff
 from chronolake.lake.layout import history_path, late_path, lock_dir, output_path
 from chronolake.lake.lock import run_lock
 from chronolake.lake.multisets import ROW_IDENTITY, row_changes
-from chronolake.lake.stamps import input_versions_stamp, partitions_stamp, watermark_stamp
+from chronolake.lake.stamps import (
+    input_versions_stamp,
+    partitions_stamp,
+    restated_stamp,
+    watermark_stamp,
+)
 from chronolake.lake.upserts import final_rows
 from chronolake.location import Location
 from chronolake.runtime.attempt import RunPlan, begin_writing, pass_commit_point
@@ -56,6 +63,8 @@ from chronolake.runtime.operator import OUTPUT, RunContext, Step, as_changes
 from chronolake.runtime.operators import operator_for
 from chronolake.runtime.output_figures import KIND_FIGURES, OutputFigures
 from chronolake.runtime.partition_figures import partition_figures
+from chronolake.runtime.restate_check import AcceptedRewrite
+from chronolake.runtime.restate_run import region_read, restated_region
 from chronolake.runtime.result import RunResult, RunStatus
 from chronolake.runtime.reuse import reused
 from chronolake.runtime.source_checks import (
@@ -71,6 +80,7 @@ from chronolake.runtime.ticks import plan_ticks, step_ticks
 from chronolake.schema import ViewSpec
 from chronolake.spark.session import parquet_pages_of
 from chronolake.sql.operations import operation_planned
+from chronolake.watermarks.millis import utc_text
 from chronolake.watermarks.watermark import Watermark
 
 
@@ -123,6 +133,8 @@ class DerivedTable:
             plan = self.prepare(full_refresh=full_refresh)
             if plan is None:
                 return self.up_to_date()
+            if plan.intent.restate is not None:  # an interrupted restatement: finished first
+                return self._restated(plan)
             reads = self.assign(self.read(plan))
             return self._commit(plan, reads, self.operate(plan, reads))
 
@@ -171,7 +183,16 @@ class DerivedTable:
         )
 
     def read(self, plan: RunPlan) -> dict[str, ChangelogRead]:
-        """Every input's rows up to the intent's versions (lazy), watermarks not assigned."""
+        """Every input's rows up to the intent's versions (lazy), watermarks not assigned.
+        `RunError` for an interrupted restatement, which only `run()` and `restate()` finish."""
+        if plan.intent.restate is not None:
+            restated = plan.intent.restate
+            msg = (
+                f"{self.name!r}: its run {plan.number} is a restatement of "
+                f"{restated.source!r} that was interrupted; finish it with `chronolake run "
+                f"{self.name}`, then run this again; nothing was written"
+            )
+            raise RunError(msg)
         positions = self._start_positions(plan)
         return {
             name: read_input(
@@ -223,6 +244,100 @@ class DerivedTable:
         with run_lock(self._locks, self.name):
             self._check_registration()
             return self._commit(plan, reads, step)
+
+    def restate(self, rewrite: AcceptedRewrite) -> RunResult:
+        """Restate the region of this view that `rewrite` (its source's rows in a range,
+        rewritten since the version its last run consumed) reaches, as one run: recompute the
+        region from the rewritten source and commit only the differences, exactly once
+        (docs/design.md, "Restatement"). A run of the view killed in a restatement of the
+        same range is finished by it; `RunError` for one killed in anything else.
+        """
+        with run_lock(self._locks, self.name):
+            self._check_registration()
+            restated = RestatedRange(source=rewrite.table.lower(), start_ms=rewrite.start_ms,
+                                     end_ms=rewrite.end_ms)
+            restated_region(self.view, self.operator, start_ms=rewrite.start_ms,
+                            end_ms=rewrite.end_ms)
+            committed = self.store.latest()
+            number = committed.run + 1
+            recorded = self.store.intent(number)
+            if recorded is not None and recorded.restate != restated:
+                msg = (
+                    f"cannot restate {self.name!r}: its run {number} was interrupted; run it "
+                    f"first (`chronolake run {self.name}`), then restate again; nothing was "
+                    "written"
+                )
+                raise RunError(msg)
+            if recorded is not None:
+                return self._restated(RunPlan(committed, recorded, resumed=True))
+            if rewrite.end_version <= rewrite.after_version:
+                return self.up_to_date()
+            [name] = [name for name, spec in self.inputs.items()
+                      if spec.changelog_table.name.lower() == restated.source]
+            intent = RunIntent(run=number, end_versions={name: rewrite.end_version},
+                               restate=restated)
+            return self._restated(RunPlan(committed, intent, resumed=False))
+
+    def _restated(self, plan: RunPlan) -> RunResult:
+        """Run `plan`, a restatement: the region's input rows as of the rewrite, recomputed at
+        the committed watermark; the differences with the region's stored rows committed as
+        changes (`-U`/`+U`, `-D`, `+I`) with the run's application transaction; the region's
+        open rows replaced in state; the input moved to the rewrite's version."""
+        restated, committed, number = plan.intent.restate, plan.committed, plan.number
+        assert restated is not None
+        region = restated_region(self.view, self.operator, start_ms=restated.start_ms,
+                                 end_ms=restated.end_ms)
+        [(name, end)] = plan.intent.end_versions.items()
+        read = region_read(self.catalog, self.inputs[name], end, region, derived=self.name,
+                           now_ms=self.clock.now_ms())
+        context = RunContext(checkpoint=committed, clock=self.clock,
+                             load_state=lambda role: self._state(committed, role))
+        watermark_ms = committed.watermark
+        recomputed = self.operator.restate(context, read, region, watermark_ms)
+        backend, key = self.catalog.backend, self.view.primary_key
+        region_rows = region.rows_of(backend.snapshot(self.output_path))
+        changes = reused(row_diff(region_rows, recomputed.output, key))
+        counted = OutputFigures(changes, {}).counted()
+        begin_writing(self.store, self.name, plan)
+        fault_point(FaultPoint.AFTER_INTENT)
+        output_ms = self._output_watermark(watermark_ms)
+        stamp = (watermark_stamp(output_ms) | input_versions_stamp({restated.source: end})
+                 | restated_stamp(restated.source, *region.output_span))
+        late = read.rows.limit(0)  # the region's rows are all on time, as in a refresh
+        stamp |= self._partitions_stamp(plan, late, watermark_ms, changes, replace=False)
+        version = backend.commit_changes(
+            changes, self.output_path, key=key,
+            retracting=any(counted[figure] for figure, kind in KIND_FIGURES.items()
+                           if kind is not RowKind.INSERT),
+            app_id=f"chronolake/{self.name}", app_version=number, commit_info=stamp,
+        )
+        fault_point(FaultPoint.AFTER_OUTPUT)
+        state = {role: self.store.state_name(number, plan.attempt, role)
+                 for role in recomputed.state}
+        for role, frame in recomputed.state.items():
+            backend.append_dataframe(stored(frame), self.store.location(state[role]),
+                                     app_id=f"chronolake/{self.name}/{role}", app_version=number)
+        fault_point(FaultPoint.AFTER_STATE)
+        fault_point(FaultPoint.BEFORE_CHECKPOINT)
+        figures = run_figures({**recomputed.figures, **counted},
+                              operation_planned(self.bound_plan.plan))
+        position = self._positions(committed)[name].model_copy(
+            update={"version": end, "columns": read.position.columns}
+        )
+        checkpoint = committed.model_copy(update={
+            "run": number, "inputs": {**committed.inputs, name: position}, "state": state,
+            "counters": figures, "finished_at": self.clock.now_ms() / 1000,
+        })
+        pass_commit_point(self.store, self.name, plan, checkpoint)
+        fault_point(FaultPoint.AFTER_CHECKPOINT)
+        return RunResult(
+            table=self.name, run=number, status=RunStatus.COMMITTED,
+            message=(f"run {number} restated {restated.source} "
+                     f"[{utc_text(restated.start_ms)}, {utc_text(restated.end_ms)}): "
+                     f"{figures['rows_out']} changes"),
+            input_versions={name: (self._positions(committed)[name].version + 1, end)},
+            figures=figures, watermark_ms=output_ms, output_version=version,
+        )
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -374,11 +489,10 @@ class DerivedTable:
         source starts (`chronolake.runtime.restate_plan`)."""
         return self._by_table(self.store.latest().inputs)
 
-    def interrupted_run(self) -> int | None:
-        """The number of a run killed after recording its intent, which the next run finishes
-        first with the input versions the intent fixed (`prepare`); None when there is none."""
-        number = self.store.latest().run + 1
-        return number if self.store.intent(number) is not None else None
+    def interrupted_run(self) -> RunIntent | None:
+        """The intent of a run killed after recording it, which the next run finishes first
+        with the input versions it fixed (`prepare`); None when there is none."""
+        return self.store.intent(self.store.latest().run + 1)
 
     def _consumed(self, reads: Mapping[str, InputRead]) -> dict[str, int]:
         """The last version of each input table the run consumed, by table name."""
@@ -414,7 +528,8 @@ class DerivedTable:
         changes = as_changes(step.output)
         if self.view.updating or self.view.time.partitions:  # read twice: counted, applied
             changes = reused(changes)
-        stamp = {**stamp, **self._partitions_stamp(plan, step, changes, replace=replace)}
+        stamp = {**stamp, **self._partitions_stamp(plan, step.late, step.watermark_ms, changes,
+                                                   replace=replace)}
         counts = OutputFigures(changes, step.output_figures)
         version: int | None  # None: a retried run's commit was already in the table
         if self.view.updating:  # the kinds decide how the changes are applied: counted first
@@ -469,8 +584,8 @@ class DerivedTable:
         fault_point(FaultPoint.BEFORE_CHECKPOINT)
         return version, {**figures, **step.tallied.written(written)}
 
-    def _partitions_stamp(self, plan: RunPlan, step: Step, changes: DataFrame, *,
-                          replace: bool) -> dict[str, str]:
+    def _partitions_stamp(self, plan: RunPlan, late: DataFrame, watermark_ms: int | None,
+                          changes: DataFrame, *, replace: bool) -> dict[str, str]:
         """The stamp of the time partitions this commit completes or changes (none for a
         table without partitions): `chronolake.runtime.partition_figures`."""
         partitions = self.view.time.partitions
@@ -483,12 +598,12 @@ class DerivedTable:
             return backend.snapshot(path) if kept else None
 
         late_column = next((spec.rowtime for spec in self.operator.inputs
-                            if spec.rowtime and spec.rowtime in step.late.columns), None)
+                            if spec.rowtime and spec.rowtime in late.columns), None)
         return partitions_stamp(partition_figures(
             self.catalog.spark, partitions, self.operator.windows,
             before_ms=self._output_watermark(plan.base.watermark),
-            after_ms=self._output_watermark(step.watermark_ms),
-            changes=changes, late=step.late, late_column=late_column,
+            after_ms=self._output_watermark(watermark_ms),
+            changes=changes, late=late, late_column=late_column,
             stored=held(self.output_path), stored_late=held(self.late_path),
         ))
 

@@ -92,6 +92,30 @@ class Tallied:
 
 
 @dataclass(frozen=True)
+class Region:
+    """What restating [t0, t1) of an operator's input recomputes (docs/design.md,
+    "Restatement"): the input rows it re-reads and the output rows it replaces."""
+
+    input_span: tuple[int, int]
+    """The rowtimes [from, to) of the input rows the recompute reads (epoch ms)."""
+    output_span: tuple[int, int]
+    """The output's time attribute [from, to) of every row the recompute may change: what the
+    next hop restates."""
+    rows_of: Callable[[DataFrame], DataFrame]
+    """The region's rows of an output: of the stored table, or of the recompute."""
+
+
+@dataclass(frozen=True)
+class Restated:
+    """A recompute of a region: its output rows (to diff with the stored ones), the state after
+    it, and its figures."""
+
+    output: DataFrame
+    state: dict[str, DataFrame]
+    figures: Mapping[str, int]
+
+
+@dataclass(frozen=True)
 class RunContext:
     """What an operator may read of the committed past: the last checkpoint, its state
     tables and the history table (loaders given by the run, so ticks can hand over
@@ -141,6 +165,20 @@ class Operator(ABC):
         watermark is processing time; an operator that orders by processing time under an
         event-time watermark says so itself."""
         return not self.event_time
+
+    def restated_region(self, start_ms: int, end_ms: int) -> Region | None:
+        """The region a restatement of input rows with rowtime in [`start_ms`, `end_ms`)
+        recomputes; None when this operator cannot restate (yet)."""
+        return None
+
+    def restate(
+        self, context: RunContext, read: InputRead, region: Region, watermark_ms: int | None
+    ) -> Restated:
+        """The region recomputed from `read`, the input's rows in its span as of the rewrite
+        (a bounded input stamped as a refresh stamps it), at the committed watermark
+        `watermark_ms`: the windows or intervals it closed are emitted, the open ones' rows
+        replace theirs in state."""
+        raise NotImplementedError(type(self).__name__)
 
     @abstractmethod
     def step(

@@ -19,7 +19,6 @@ the driver.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -29,7 +28,7 @@ from chronolake.catalog.relations import with_declared_columns
 from chronolake.errors import DefinitionError, RestateRangeError, RunError, SourceError
 from chronolake.lake.changelog import ADDITIONS, COMMIT_VERSION, ROW_KIND
 from chronolake.schema import ComputedColumn, MetadataColumn, TableSpec
-from chronolake.watermarks.millis import timestamp_millis
+from chronolake.watermarks.millis import timestamp_millis, utc_text
 
 _NET, _LAST_VERSION, _TIME = "__restate_net", "__restate_version", "__restate_time"
 
@@ -156,7 +155,7 @@ def restatable_source(catalog: Catalog, table: str, *, start_ms: int, end_ms: in
         raise DefinitionError(msg)
     if end_ms <= start_ms:
         msg = (
-            f"restating {spec.name!r}: the range [{_instant(start_ms)}, {_instant(end_ms)}) is "
+            f"restating {spec.name!r}: the range [{utc_text(start_ms)}, {utc_text(end_ms)}) is "
             "empty; expected its start before its end; pass --from earlier than --to"
         )
         raise RunError(msg)
@@ -171,23 +170,23 @@ def _outside_error(accepted: AcceptedRewrite, figures: dict[str, int]) -> Restat
     earliest, latest = figures["earliest"], figures["latest"]
     times = (
         "" if not timed
-        else f"{timed} of them with event time {_instant(earliest)}" if earliest == latest
-        else f"{timed} of them with event times from {_instant(earliest)} to {_instant(latest)}"
+        else f"{timed} of them with event time {utc_text(earliest)}" if earliest == latest
+        else f"{timed} of them with event times from {utc_text(earliest)} to {utc_text(latest)}"
     )
     nulls = f"{untimed} of them without an event time (a null rowtime)" if untimed else ""
     what = " and ".join(part for part in (times, nulls) if part)
     counts = f"removed {figures['removed_outside']} and added {figures['added_outside']} row(s)"
     refresh = "run a full refresh of the views that read it"
     fix = (
-        f"restate [{_instant(min(accepted.start_ms, earliest))}, "
-        f"{_instant(max(accepted.end_ms, latest + 1))}) instead, or {refresh}"
+        f"restate [{utc_text(min(accepted.start_ms, earliest))}, "
+        f"{utc_text(max(accepted.end_ms, latest + 1))}) instead, or {refresh}"
         if timed else refresh
     )
     read = _versions(accepted.after_version + 1, accepted.end_version)
     changed = _versions(figures["first_version"], figures["last_version"])
     return RestateRangeError(
         f"table {accepted.table!r}: {read} {counts} outside the range "
-        f"[{_instant(accepted.start_ms)}, {_instant(accepted.end_ms)}) being restated: "
+        f"[{utc_text(accepted.start_ms)}, {utc_text(accepted.end_ms)}) being restated: "
         f"{what} (last changed at {changed}); expected changes only within the range; {fix}; "
         "nothing was written"
     )
@@ -202,7 +201,3 @@ def _versions(first: int, last: int) -> str:
     return f"version {first}" if first == last else f"versions {first}..{last}"
 
 
-def _instant(millis: int) -> str:
-    """Epoch milliseconds as the UTC instant stamps use: `2026-11-02T09:00:00.000Z`."""
-    moment = datetime.fromtimestamp(millis / 1000, tz=UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -14,12 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chronolake.catalog import Catalog
-from chronolake.catalog.checkpoint import CheckpointStore
+from chronolake.catalog.checkpoint import CheckpointStore, RestatedRange
 from chronolake.errors import DefinitionError, RunError, SourceError
 from chronolake.location import Location
 from chronolake.runtime.chain import downstream_derived
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.restate_check import AcceptedRewrite, check_rewrite, restatable_source
+from chronolake.runtime.restate_run import restated_region
+from chronolake.runtime.result import RunResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +71,11 @@ def plan_restatement(
                 continue  # it reads a derived table that has not run, and has not run either
             raise
         interrupted = derived.interrupted_run()
-        if interrupted is not None:  # what it consumed is not what its next run starts from
-            raise _interrupted_error(spec.name, view, interrupted, derived.store.storage.location)
+        same = RestatedRange(source=name, start_ms=start_ms, end_ms=end_ms)
+        if interrupted is not None and interrupted.restate != same:
+            # what it consumed is not what its next run starts from
+            raise _interrupted_error(spec.name, view, interrupted.run,
+                                     derived.store.storage.location)
         consumed = derived.consumed()
         if consumed and derived.operator.depends_on_processing_time:
             raise _processing_time_error(spec.name, view)
@@ -84,6 +89,34 @@ def plan_restatement(
             )
         consumers[view] = checked[version]
     return RestatementPlan(spec.name, start_ms, end_ms, end_version, views, consumers)
+
+
+def run_restatement(
+    catalog: Catalog, table: str, *, start_ms: int, end_ms: int
+) -> list[RunResult]:
+    """Restate [`start_ms`, `end_ms`) of source `table` through every view downstream of it:
+    planned and checked first (`plan_restatement`: a refusal writes nothing), then each
+    consumer's hop, one run each (`DerivedTable.restate`). Running it again after a kill
+    finishes the interrupted hop and finds the others done."""
+    plan = plan_restatement(catalog, table, start_ms=start_ms, end_ms=end_ms)
+    hops = {view: DerivedTable(catalog, view) for view in plan.consumers}
+    for hop in hops.values():  # every hop checked before the first one writes
+        restated_region(hop.view, hop.operator, start_ms=start_ms, end_ms=end_ms)
+    for view in plan.views:
+        if view not in hops and CheckpointStore.of(catalog.root, view).latest().run > 0:
+            raise _second_hop_error(plan.table, view)
+    return [hops[view].restate(plan.consumers[view]) for view in plan.views if view in hops]
+
+
+def _second_hop_error(table: str, view: str) -> DefinitionError:
+    """A view that reads a restated view would need the restatement's next hop."""
+    msg = (
+        f"cannot restate {table!r}: view {view!r} reads a view downstream of it, and "
+        "restatement does not go past the views that read the source yet; run a full "
+        f"refresh of the views downstream of {table!r} instead (`chronolake run VIEW "
+        "--full-refresh`); nothing was written"
+    )
+    return DefinitionError(msg)
 
 
 def _processing_time_error(table: str, view: str) -> DefinitionError:

@@ -38,6 +38,8 @@ from chronolake.lake.changelog import ARRIVAL_ORDER, ROW_KIND, RowKind
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import (
     Operator,
+    Region,
+    Restated,
     RunContext,
     Step,
     Where,
@@ -57,8 +59,9 @@ from chronolake.sql.window import WindowPlan
 from chronolake.sql.window_rank import WindowRankPlan
 from chronolake.watermarks.assigner import WatermarkAssigner
 from chronolake.watermarks.late import REASON_COLUMN, LateReason
-from chronolake.watermarks.millis import is_timestamp
+from chronolake.watermarks.millis import is_timestamp, timestamp_millis, within
 from chronolake.watermarks.watermark import LONG_MIN, Watermark
+from chronolake.windows.assign import first_end, overlapping_span
 from chronolake.windows.rank import ranked_rows
 from chronolake.windows.session import open_sessions, split_sessions
 from chronolake.windows.tvf import (
@@ -159,6 +162,49 @@ class WindowAggregateOperator(Operator):
             figures=figures,
         )
 
+    def restated_region(self, start_ms: int, end_ms: int) -> Region | None:
+        """The windows overlapping [`start_ms`, `end_ms`) and every row of them; a TUMBLE, HOP
+        or CUMULATE aggregate only (sessions merge; Top-N ranks across windows' keys)."""
+        if self.plan.kind is WindowKind.SESSION or self.rank is not None or self.plan.rows:
+            return None
+        windows = self.windows
+        span = overlapping_span(windows, start_ms, end_ms)
+
+        def rows_of(output: DataFrame) -> DataFrame:
+            start, end = (_column(output, name) for name in (WINDOW_START, WINDOW_END))
+            start_ms_of, end_ms_of = (
+                timestamp_millis(F.col(f"`{name}`"), output.schema[name].dataType)
+                for name in (start, end)
+            )
+            overlapping = (start_ms_of < end_ms) & (end_ms_of > start_ms)
+            return output.where(overlapping)
+
+        return Region(input_span=span, output_span=(first_end(windows, start_ms) - 1, span[1]),
+                      rows_of=rows_of)
+
+    def restate(
+        self, context: RunContext, read: InputRead, region: Region, watermark_ms: int | None
+    ) -> Restated:
+        rows = read.rows
+        kept = rows if self.plan.where is None else self._filtered(rows)
+        rowtime = self._rowtime(read, kept)
+        ending = LONG_MIN if watermark_ms is None else watermark_ms
+        # Nothing fired before: the region's windows closed by the watermark fire now, with
+        # all their rows (none late, as in a refresh's snapshot); the others stay open.
+        split = split_windows(kept, self.windows, rowtime=rowtime, started=LONG_MIN,
+                              ending=ending)
+        fired = _retractions_applied(split.fired, self.compared) if self.updating else split.fired
+        state = context.state(OPEN_ROLE)
+        if state is not None:
+            rowtime_type = state.select(rowtime).schema[0].dataType
+            outside = ~within(rowtime, rowtime_type, *region.input_span)
+            state = state.where(outside).unionByName(split.open)
+        held = split.open if state is None else state
+        counts = count_figures({"rows_in": rows, "pending_rows": held})
+        figures = {**counts, "late_rows": 0, "state_rows": counts["pending_rows"]}
+        return Restated(output=region.rows_of(self._output(fired)), state={OPEN_ROLE: held},
+                        figures=figures)
+
     def _split(
         self, rows: DataFrame, *, rowtime: Column, started: int, ending: int,
         state: DataFrame | None,
@@ -239,6 +285,11 @@ class WindowAggregateOperator(Operator):
         return aggregated.select(
             *[F.col(f"{_ITEM}{i}").alias(item.name) for i, item in enumerate(self.plan.items)]
         )
+
+
+def _column(output: DataFrame, name: str) -> str:
+    """`output`'s column `name`, in the case the view's SELECT gave it."""
+    return next(column for column in output.columns if column.lower() == name)
 
 
 def _retractions_applied(fired: DataFrame, compared: tuple[str, ...]) -> DataFrame:

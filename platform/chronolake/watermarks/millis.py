@@ -7,6 +7,8 @@ refuses everything else at definition time, before a Spark job runs.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -48,6 +50,19 @@ def millis_timestamp(millis: Column, data_type: DataType) -> Column:
     if isinstance(data_type, TimestampNTZType):
         return F.timestamp_add("MILLISECOND", millis, F.lit(_EPOCH_NTZ).cast(TimestampNTZType()))
     return F.timestamp_millis(millis)
+
+
+def utc_text(millis: int) -> str:
+    """Epoch milliseconds as the UTC instant stamps use: `2026-11-02T09:00:00.000Z`."""
+    moment = datetime.fromtimestamp(millis / 1000, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def within(column: Column, data_type: DataType, start_ms: int, end_ms: int) -> Column:
+    """Whether a TIMESTAMP or TIMESTAMP_NTZ `column` lies in [`start_ms`, `end_ms`): compared
+    with constant timestamps, so Delta's file statistics skip the files outside."""
+    start, end = (millis_timestamp(F.lit(ms).cast("long"), data_type) for ms in (start_ms, end_ms))
+    return (column >= start) & (column < end)
 
 
 def check_watermark_type(data_type: DataType, *, what: str) -> None:

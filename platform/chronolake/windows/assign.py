@@ -49,6 +49,25 @@ def bounds(windows: Windows, rowtime_ms: Column) -> Column:
     )
 
 
+def overlapping_span(windows: Windows, start_ms: int, end_ms: int) -> tuple[int, int]:
+    """[first start, last end) of the windows overlapping [`start_ms`, `end_ms`): every row of
+    those windows lies in it, so recomputing them reads only that span (a restatement)."""
+    every = windows.size_ms if windows.kind is WindowKind.CUMULATE else windows.slide_ms
+    first = _start_ms(windows, start_ms, every) - windows.size_ms + every
+    return first, _start_ms(windows, end_ms - 1, every) + windows.size_ms
+
+
+def first_end(windows: Windows, start_ms: int) -> int:
+    """The earliest end of the windows overlapping [`start_ms`, ...): the window holding
+    `start_ms` that ends first (a cumulation's first step, a hop's latest start)."""
+    return _start_ms(windows, start_ms, windows.slide_ms) + windows.slide_ms
+
+
+def _start_ms(windows: Windows, timestamp_ms: int, every: int) -> int:
+    """`_start` in Python, for bounds known before any row is read."""
+    return timestamp_ms - (timestamp_ms - windows.offset_ms) % every
+
+
 def _start(windows: Windows, rowtime_ms: Column, every: int) -> Column:
     """Flink's `getWindowStartWithOffset(ts, offset, every)`."""
     shifted = rowtime_ms.cast("long") - F.lit(windows.offset_ms).cast("long")

@@ -1,0 +1,66 @@
+"""What one hop of a restatement reads and refuses: the region of a derived table that a
+restated range of its source reaches (docs/design.md, "Restatement").
+
+A hop is a run of the ordinary protocol whose intent names the range
+(`RunIntent.restate`): the run re-reads the source's rows in the region's span as of the
+rewrite, recomputes the region, and commits the differences with its stored rows
+(`DerivedTable.restate`). These are its parts that need no run: which views can be
+restated, and the region's rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from chronolake.catalog import Catalog
+from chronolake.catalog.checkpoint import InputPosition, ReadPhase
+from chronolake.errors import DefinitionError
+from chronolake.runtime.inputs import InputRead, assign_watermarks, read_input
+from chronolake.runtime.operator import Operator, Region
+from chronolake.schema import TableSpec, ViewSpec
+from chronolake.sql.view_kinds import view_kind
+from chronolake.watermarks.assigner import WatermarkAssigner
+from chronolake.watermarks.millis import within
+
+
+def restated_region(
+    view: ViewSpec, operator: Operator, *, start_ms: int, end_ms: int
+) -> Region:
+    """The region of `view` that restating [`start_ms`, `end_ms`) of its source recomputes;
+    `DefinitionError` naming what stops it when the view cannot be restated (yet)."""
+    region = operator.restated_region(start_ms, end_ms)
+    through_view = next((spec for spec in operator.inputs if spec.through_view), None)
+    if region is None or through_view is not None:
+        what = (f"it reads {through_view.name!r}, a view of its source" if through_view
+                else f"it is {view_kind(view).written}")
+        msg = (
+            f"cannot restate through view {view.name!r}: {what}, and restatement is built for "
+            "TUMBLE, HOP and CUMULATE window aggregates over a source table so far; run a full "
+            f"refresh of {view.name!r} instead (`chronolake run {view.name} --full-refresh`); "
+            "nothing was written"
+        )
+        raise DefinitionError(msg)
+    if not view.primary_key:
+        msg = (
+            f"cannot restate through view {view.name!r}: its SELECT drops window_start, "
+            "window_end or a GROUP BY key, so its rows have no key to replace them by; select "
+            "them all, or run a full refresh instead; nothing was written"
+        )
+        raise DefinitionError(msg)
+    return region
+
+
+def region_read(
+    catalog: Catalog, spec: TableSpec, end_version: int, region: Region, *, derived: str,
+    now_ms: int,
+) -> InputRead:
+    """The rows of source `spec` with rowtime in the region's span as of `end_version`, as a
+    full refresh reads a snapshot: inserts in the order they arrived, stamped from no
+    watermark (under per-commit emission none is late), the filter on the rowtime so that
+    Delta's file statistics skip the rest."""
+    start = InputPosition(version=end_version - 1, phase=ReadPhase.BOOTSTRAP)
+    read = read_input(catalog, spec, start, end_version, derived=derived)
+    rowtime = WatermarkAssigner.for_table(spec).rowtime_column()
+    rowtime_type = read.rows.select(rowtime).schema[0].dataType
+    rows = read.rows.where(within(rowtime, rowtime_type, *region.input_span))
+    return assign_watermarks(replace(read, rows=rows), now_ms=now_ms)

@@ -1,0 +1,207 @@
+"""Restating a range of a source through a window aggregate: only the windows that overlap the
+range are recomputed, only their differences are committed (-U/+U, -D, +I), and the view then
+equals a full refresh over the rewritten source.
+
+A real lake: raw orders (an append table without the change data feed) at 09:05 (EUR 10),
+09:15 (EUR 20), 09:25 (EUR 30), 09:35 (USD 40) and 09:45 (EUR 50), counted per currency in
+10-minute windows; the first run's watermark (09:45) fired the windows up to 09:30, and the
+09:40 one is open. The upstream system re-exports [09:10, 09:30) with a predicate overwrite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from _crash import REPO, SUBPROCESS_TIMEOUT_S
+from _demo import CHRONOLAKE
+from _orders_and_rates import ORDERS_AND_RATES, at, order_row, rate_row
+from deltalake import DeltaTable, write_deltalake
+from deltatables import as_table, table_rows, write_commits
+from pyspark.sql import SparkSession
+
+from chronolake import Catalog
+from chronolake.errors import DefinitionError, RestateRangeError
+from chronolake.faults import FAULT_ENV, FaultPoint
+from chronolake.lake.layout import output_path
+from chronolake.lake.stamps import RESTATED_KEY
+from chronolake.runtime.derived import DerivedTable
+from chronolake.runtime.restate_plan import run_restatement
+
+DDL = ORDERS_AND_RATES + """
+CREATE TABLE raw_orders (
+  order_id BIGINT, currency STRING, amount BIGINT, order_time TIMESTAMP(3),
+  WATERMARK FOR order_time AS order_time
+) WITH ('path' = 'raw_orders', 'changelog' = 'append');
+CREATE VIEW per_currency AS
+SELECT window_start, window_end, currency, SUM(amount) AS amount, COUNT(*) AS orders
+FROM TABLE(TUMBLE(TABLE raw_orders, DESCRIPTOR(order_time), INTERVAL '10' MINUTES))
+GROUP BY window_start, window_end, currency;
+"""
+ORDERS = [order_row(1, 10, 5), order_row(2, 20, 15), order_row(3, 30, 25),
+          order_row(4, 40, 35, "USD"), order_row(5, 50, 45)]
+
+
+def ms(minutes: float) -> int:
+    """The epoch milliseconds of `at(minutes)`, a UTC wall-clock time."""
+    return int(at(minutes).replace(tzinfo=UTC).timestamp() * 1000)
+
+
+def between(start: float, end: float) -> str:
+    """The predicate of a re-export of [start, end) (minutes after 09:00)."""
+    return (f"order_time >= '{at(start):%Y-%m-%d %H:%M:%S}' AND "
+            f"order_time < '{at(end):%Y-%m-%d %H:%M:%S}'")
+
+
+@pytest.fixture
+def lake(tmp_path: Path, spark: SparkSession) -> Catalog:
+    """The orders in one commit, and `per_currency` run once over them."""
+    catalog = Catalog(tmp_path, spark)
+    catalog.declare(DDL)
+    write_commits(tmp_path / "raw_orders", [ORDERS], cdf=False)
+    DerivedTable(catalog, "per_currency").run()
+    return catalog
+
+
+def rows(catalog: Catalog) -> set[tuple[Any, ...]]:
+    """`per_currency`'s rows: (window start minute, currency, amount, orders)."""
+    table = table_rows(output_path(catalog.root, "per_currency")).to_pylist()
+    return {(_minute(r["window_start"]), r["currency"], r["amount"], r["orders"]) for r in table}
+
+
+def changes(catalog: Catalog, version: int) -> set[tuple[Any, ...]]:
+    """What the commit at `version` of `per_currency` changed, by its change data feed."""
+    feed = pa.table(DeltaTable(str(output_path(catalog.root, "per_currency"))).load_cdf(
+        starting_version=version, ending_version=version).read_all()).to_pylist()
+    return {(r["_change_type"], _minute(r["window_start"]), r["currency"], r["amount"],
+             r["orders"]) for r in feed}
+
+
+def re_export(catalog: Catalog, start: float, end: float, orders: list[dict[str, Any]]) -> None:
+    """The upstream system replaces the orders of [start, end) with `orders`."""
+    write_deltalake(str(Path(str(catalog.root)) / "raw_orders"), as_table(orders),
+                    mode="overwrite", predicate=between(start, end))
+
+
+def refreshed(catalog: Catalog) -> set[tuple[Any, ...]]:
+    """`per_currency` rebuilt from scratch over the source as it is now."""
+    DerivedTable(catalog, "per_currency").run(full_refresh=True)
+    return rows(catalog)
+
+
+def _minute(moment: Any) -> int:
+    return int((moment - at(0)).total_seconds() // 60)
+
+
+def test_a_range_at_window_boundaries_restates_its_windows_and_commits_only_differences(
+    lake: Catalog,
+) -> None:
+    assert rows(lake) == {(0, "EUR", 10, 1), (10, "EUR", 20, 1), (20, "EUR", 30, 1),
+                          (30, "USD", 40, 1)}
+    # order 2 corrected, order 3 gone, a GBP order the first export missed
+    re_export(lake, 10, 30, [order_row(2, 21, 15), order_row(6, 5, 12, "GBP")])
+
+    [result] = run_restatement(lake, "raw_orders", start_ms=ms(10), end_ms=ms(30))
+
+    assert result.figures["rows_out"] == 4
+    assert (result.figures["update_befores_out"], result.figures["update_afters_out"],
+            result.figures["deletes_out"], result.figures["inserts_out"]) == (1, 1, 1, 1)
+    assert changes(lake, result.output_version) == {
+        ("update_preimage", 10, "EUR", 20, 1), ("update_postimage", 10, "EUR", 21, 1),
+        ("insert", 10, "GBP", 5, 1), ("delete", 20, "EUR", 30, 1),
+    }  # the 09:00 and 09:30 windows are not touched
+    info = DeltaTable(str(output_path(lake.root, "per_currency"))).history(1)[0]
+    assert json.loads(info[RESTATED_KEY]) == {  # the next hop's range: the windows' times
+        "source": "raw_orders", "fromMillis": ms(20) - 1, "toMillis": ms(30)}
+    restated = rows(lake)
+    assert restated == {(0, "EUR", 10, 1), (10, "EUR", 21, 1), (10, "GBP", 5, 1),
+                        (30, "USD", 40, 1)}
+    assert refreshed(lake) == restated
+
+
+def test_an_open_windows_rows_are_replaced_in_state_and_fire_rewritten(lake: Catalog) -> None:
+    raw_orders = Path(str(lake.root)) / "raw_orders"
+    re_export(lake, 40, 50, [order_row(5, 55, 45), order_row(7, 1, 48, "USD")])
+
+    [result] = run_restatement(lake, "raw_orders", start_ms=ms(40), end_ms=ms(50))
+
+    assert result.figures["rows_out"] == 0  # the 09:40 window has not fired
+    assert result.figures["pending_rows"] == 2
+    write_commits(raw_orders, [[order_row(8, 80, 61)]], cdf=False)  # the watermark to 10:01
+    DerivedTable(lake, "per_currency").run()
+    assert {row for row in rows(lake) if row[0] == 40} == {(40, "EUR", 55, 1),
+                                                            (40, "USD", 1, 1)}
+    assert refreshed(lake) == rows(lake)
+
+
+def test_a_range_restated_twice_and_again_with_nothing_new(lake: Catalog) -> None:
+    re_export(lake, 10, 20, [order_row(2, 22, 15)])
+    run_restatement(lake, "raw_orders", start_ms=ms(10), end_ms=ms(20))
+    re_export(lake, 10, 20, [order_row(2, 23, 15), order_row(9, 7, 11)])
+
+    [second] = run_restatement(lake, "raw_orders", start_ms=ms(10), end_ms=ms(20))
+    assert changes(lake, second.output_version) == {
+        ("update_preimage", 10, "EUR", 22, 1), ("update_postimage", 10, "EUR", 30, 2),
+    }
+    [again] = run_restatement(lake, "raw_orders", start_ms=ms(10), end_ms=ms(20))
+    assert again.status == "up-to-date"
+    assert refreshed(lake) == rows(lake)
+
+
+def test_a_restatement_killed_after_its_output_commit_is_finished_by_running_it_again(
+    lake: Catalog,
+) -> None:
+    re_export(lake, 10, 30, [order_row(2, 21, 15)])
+    killed = subprocess.run(
+        [str(CHRONOLAKE), "restate", "raw_orders", "--lake",
+         str(lake.root), "--from", "2026-11-02T09:10", "--to", "2026-11-02T09:30"],
+        env={**os.environ, FAULT_ENV: FaultPoint.AFTER_OUTPUT.value}, cwd=REPO,
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, check=False,
+    )
+    assert killed.returncode == -9, killed.stderr
+    output = DeltaTable(str(output_path(lake.root, "per_currency")))
+    committed = output.version()  # the output's commit is in; state and checkpoint are not
+
+    [finished] = run_restatement(lake, "raw_orders", start_ms=ms(10), end_ms=ms(30))
+
+    assert finished.run == 2
+    assert DeltaTable(str(output_path(lake.root, "per_currency"))).version() == committed
+    assert changes(lake, committed) == {
+        ("update_preimage", 10, "EUR", 20, 1), ("update_postimage", 10, "EUR", 21, 1),
+        ("delete", 20, "EUR", 30, 1),
+    }  # written once
+    assert rows(lake) == refreshed(lake)
+
+
+def test_a_rewrite_outside_the_range_is_refused_and_nothing_is_written(lake: Catalog) -> None:
+    version = DeltaTable(str(output_path(lake.root, "per_currency"))).version()
+    re_export(lake, 10, 40, [order_row(4, 41, 35, "USD")])  # 09:35 is outside [09:10, 09:30)
+    with pytest.raises(RestateRangeError, match=r"2026-11-02T09:35:00\.000Z"):
+        run_restatement(lake, "raw_orders", start_ms=ms(10), end_ms=ms(30))
+    assert DeltaTable(str(output_path(lake.root, "per_currency"))).version() == version
+
+
+def test_a_hop_that_cannot_be_restated_yet_is_named_before_anything_is_written(
+    lake: Catalog,
+) -> None:
+    lake.declare("""
+    CREATE VIEW raw_enriched AS
+    SELECT o.order_id, o.amount * r.rate AS usd, o.order_time
+    FROM raw_orders AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r
+    ON o.currency = r.currency;
+    """)
+    write_commits(Path(str(lake.root)) / "rates", [[rate_row("EUR", 2, 0)]])
+    DerivedTable(lake, "raw_enriched").run()
+    version = DeltaTable(str(output_path(lake.root, "per_currency"))).version()
+    re_export(lake, 10, 20, [order_row(2, 21, 15)])
+    with pytest.raises(DefinitionError, match=(
+        r"cannot restate through view 'raw_enriched': it is a temporal join"
+    )):
+        run_restatement(lake, "raw_orders", start_ms=ms(10), end_ms=ms(20))
+    assert DeltaTable(str(output_path(lake.root, "per_currency"))).version() == version
