@@ -29,7 +29,7 @@ from pyspark.sql import SparkSession
 from chronolake import Catalog
 from chronolake.errors import DefinitionError, RestateRangeError
 from chronolake.faults import FAULT_ENV, FaultPoint
-from chronolake.lake.layout import output_path
+from chronolake.lake.layout import late_path, output_path
 from chronolake.lake.stamps import RESTATED_KEY
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.restate_plan import run_restatement
@@ -81,6 +81,12 @@ def changes(catalog: Catalog, version: int) -> set[tuple[Any, ...]]:
         starting_version=version, ending_version=version).read_all()).to_pylist()
     return {(r["_change_type"], _minute(r["window_start"]), r["currency"], r["amount"],
              r["orders"]) for r in feed}
+
+
+def late_orders(catalog: Catalog) -> set[int]:
+    """The order ids in `per_currency`'s side table of late rows."""
+    return {row["order_id"] for row in
+            table_rows(late_path(catalog.root, "per_currency")).to_pylist()}
 
 
 def re_export(catalog: Catalog, start: float, end: float, orders: list[dict[str, Any]]) -> None:
@@ -138,6 +144,25 @@ def test_an_open_windows_rows_are_replaced_in_state_and_fire_rewritten(lake: Cat
     assert {row for row in rows(lake) if row[0] == 40} == {(40, "EUR", 55, 1),
                                                             (40, "USD", 1, 1)}
     assert refreshed(lake) == rows(lake)
+
+
+def test_late_rows_of_the_region_leave_the_side_table_and_are_counted(lake: Catalog) -> None:
+    raw_orders = Path(str(lake.root)) / "raw_orders"
+    late_order = order_row(10, 3, 16)  # 09:16, behind the watermark (09:45): late
+    write_commits(raw_orders, [[late_order, order_row(11, 4, 47)]], cdf=False)
+    DerivedTable(lake, "per_currency").run()
+    assert late_orders(lake) == {10}
+    re_export(lake, 10, 20, [order_row(2, 20, 15), late_order])  # the same rows, re-exported
+
+    [result] = run_restatement(lake, "raw_orders", start_ms=ms(10), end_ms=ms(20))
+
+    assert changes(lake, result.output_version) == {
+        ("update_preimage", 10, "EUR", 20, 1), ("update_postimage", 10, "EUR", 23, 2),
+    }
+    assert late_orders(lake) == set()  # on time in the restatement, as in a refresh
+    assert result.figures["pending_rows"] == 2  # orders 5 and 11, in the open 09:40 window
+    assert refreshed(lake) == rows(lake)
+    assert late_orders(lake) == set()
 
 
 def test_a_range_restated_twice_and_again_with_nothing_new(lake: Catalog) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from chronolake.catalog import Catalog
 from chronolake.catalog.checkpoint import (
@@ -59,7 +60,7 @@ from chronolake.runtime.inputs import (
     read_input,
     refresh_position,
 )
-from chronolake.runtime.operator import OUTPUT, RunContext, Step, as_changes
+from chronolake.runtime.operator import OUTPUT, Region, RunContext, Step, as_changes
 from chronolake.runtime.operators import operator_for
 from chronolake.runtime.output_figures import KIND_FIGURES, OutputFigures
 from chronolake.runtime.partition_figures import partition_figures
@@ -77,10 +78,11 @@ from chronolake.runtime.source_checks import (
 )
 from chronolake.runtime.stored import SOURCE_PREFIX, from_stored, stored
 from chronolake.runtime.ticks import plan_ticks, step_ticks
-from chronolake.schema import ViewSpec
+from chronolake.schema import TableSpec, ViewSpec
 from chronolake.spark.session import parquet_pages_of
 from chronolake.sql.operations import operation_planned
-from chronolake.watermarks.millis import utc_text
+from chronolake.watermarks.assigner import WatermarkAssigner
+from chronolake.watermarks.millis import utc_text, within
 from chronolake.watermarks.watermark import Watermark
 
 
@@ -312,6 +314,8 @@ class DerivedTable:
             app_id=f"chronolake/{self.name}", app_version=number, commit_info=stamp,
         )
         fault_point(FaultPoint.AFTER_OUTPUT)
+        self._restate_late_rows(self.inputs[name], region)
+        fault_point(FaultPoint.AFTER_SIDE_OUTPUT)
         state = {role: self.store.state_name(number, plan.attempt, role)
                  for role in recomputed.state}
         for role, frame in recomputed.state.items():
@@ -338,6 +342,21 @@ class DerivedTable:
             input_versions={name: (self._positions(committed)[name].version + 1, end)},
             figures=figures, watermark_ms=output_ms, output_version=version,
         )
+
+    def _restate_late_rows(self, spec: TableSpec, region: Region) -> None:
+        """The side table without the region's late rows: the recompute read them on time, as
+        a refresh does. Rewritten whole in one commit (a redo finds none left), and only when
+        it holds some (one small job to tell)."""
+        backend = self.catalog.backend
+        if not backend.is_delta_table(self.late_path):
+            return
+        late = backend.snapshot(self.late_path)
+        rowtime = WatermarkAssigner.for_table(spec).rowtime_column()
+        in_region = within(rowtime, late.select(rowtime).schema[0].dataType, *region.input_span)
+        if late.where(in_region).isEmpty():
+            return
+        kept = late.where(~F.coalesce(in_region, F.lit(False)))  # NULL rowtimes stay
+        backend.overwrite_dataframe(reused(kept), self.late_path)
 
     # -- reading ---------------------------------------------------------------------------
 
