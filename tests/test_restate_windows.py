@@ -22,11 +22,13 @@ import pytest
 from _crash import REPO, SUBPROCESS_TIMEOUT_S
 from _demo import CHRONOLAKE
 from _orders_and_rates import ORDERS_AND_RATES, at, order_row, rate_row
+from dagster import AssetKey, DagsterInstance
 from deltalake import DeltaTable, write_deltalake
 from deltatables import as_table, table_rows, write_commits
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog
+from chronolake.dagster import LakeResource, local_pyspark_resource, restate_job
 from chronolake.errors import DefinitionError, RestateRangeError
 from chronolake.faults import FAULT_ENV, FaultPoint
 from chronolake.lake.layout import late_path, output_path
@@ -202,6 +204,44 @@ def test_a_restatement_killed_after_its_output_commit_is_finished_by_running_it_
         ("delete", 20, "EUR", 30, 1),
     }  # written once
     assert rows(lake) == refreshed(lake)
+
+
+def test_the_dagster_job_records_the_restated_views_and_changed_partitions_again(
+    lake: Catalog,
+) -> None:
+    lake.declare("""
+    CREATE VIEW per_hour WITH ('partition.time.schedule' = 'hourly',
+                               'partition.time.start' = '2026-11-02') AS
+    SELECT window_start, window_end, window_time, SUM(amount) AS amount
+    FROM TABLE(TUMBLE(TABLE raw_orders, DESCRIPTOR(order_time), INTERVAL '10' MINUTES))
+    GROUP BY window_start, window_end, window_time;
+    """)
+    write_commits(Path(str(lake.root)) / "raw_orders", [[order_row(12, 1, 75)]], cdf=False)
+    for view in ("per_currency", "per_hour"):  # the watermark (10:15) completes the 09:00 hour
+        DerivedTable(lake, view).run()
+    re_export(lake, 10, 30, [order_row(2, 21, 15)])
+    instance = DagsterInstance.ephemeral()
+    config = {"table": "raw_orders", "start": "2026-11-02T09:10", "end": "2026-11-02T09:30"}
+
+    done = restate_job().execute_in_process(
+        run_config={"ops": {"restate_range": {"config": config}}}, instance=instance,
+        resources={"lake": LakeResource(root=str(lake.root)), "pyspark": local_pyspark_resource()},
+    )
+
+    assert done.success
+    recorded = {(event.asset_key.to_user_string(), event.partition): _values(event)
+                for event in done.get_asset_materialization_events()}
+    assert set(recorded) == {("per_currency", None), ("per_hour", "2026-11-02-09:00")}
+    assert recorded["per_currency", None]["rows_out"] == 3
+    hour = recorded["per_hour", "2026-11-02-09:00"]
+    assert hour["chronolake/partition"] == "changed"
+    assert (hour["-U"], hour["+U"], hour["-D"]) == (1, 1, 1)  # 09:10 corrected, 09:20 gone
+    assert instance.get_materialized_partitions(AssetKey("per_hour")) == {"2026-11-02-09:00"}
+
+
+def _values(event: Any) -> dict[str, Any]:
+    metadata = event.materialization.metadata
+    return {key: getattr(value, "value", value) for key, value in metadata.items()}
 
 
 def test_a_rewrite_outside_the_range_is_refused_and_nothing_is_written(lake: Catalog) -> None:

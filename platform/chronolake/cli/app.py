@@ -466,6 +466,7 @@ def restate(table: str, lake: LocationLike, start: datetime, end: datetime,
     from chronolake.catalog import Catalog
     from chronolake.cli.output import print_run
     from chronolake.runtime.restate_plan import run_restatement
+    from chronolake.watermarks.millis import utc_millis
 
     step = _step()
     step.lake, step.verbose = lake, verbose
@@ -476,9 +477,9 @@ def restate(table: str, lake: LocationLike, start: datetime, end: datetime,
         f"interrupted; the restatement of {table} did not finish: run the same command again "
         "to finish it exactly once (nothing lost, nothing written twice)"
     )
-    millis = [int(moment.replace(tzinfo=UTC).timestamp() * 1000) for moment in (start, end)]
     with _spinner(f"restating {table}"):
-        results = run_restatement(Catalog(lake), table, start_ms=millis[0], end_ms=millis[1])
+        results = run_restatement(Catalog(lake), table, start_ms=utc_millis(start),
+                                  end_ms=utc_millis(end))
     for result in results:
         print_run(result)
     if not results:

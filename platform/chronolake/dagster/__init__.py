@@ -5,6 +5,7 @@ from chronolake.dagster.completeness import on_complete_partitions
 from chronolake.dagster.declaring import declare_job, script_specs
 from chronolake.dagster.metadata import ChronolakeMetadataSet, table_definition_metadata
 from chronolake.dagster.resources import LakeResource, local_pyspark_resource
+from chronolake.dagster.restating import restate_job
 
 __all__ = [
     "ChronolakeMetadataSet",
@@ -14,6 +15,7 @@ __all__ = [
     "declare_job",
     "local_pyspark_resource",
     "on_complete_partitions",
+    "restate_job",
     "script_specs",
     "table_definition_metadata",
 ]

@@ -52,6 +52,12 @@ def millis_timestamp(millis: Column, data_type: DataType) -> Column:
     return F.timestamp_millis(millis)
 
 
+def utc_millis(moment: datetime) -> int:
+    """Epoch milliseconds of `moment`, read as UTC when it has no zone (as watermarks are)."""
+    zoned = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return round(zoned.timestamp() * 1000)
+
+
 def utc_text(millis: int) -> str:
     """Epoch milliseconds as the UTC instant stamps use: `2026-11-02T09:00:00.000Z`."""
     moment = datetime.fromtimestamp(millis / 1000, tz=UTC)
