@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 from datetime import UTC
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from _orders_and_rates import ORDERS_AND_RATES, at, order_row, rate_row
 from dagster import AssetKey, DagsterInstance
 from deltalake import DeltaTable, write_deltalake
 from deltatables import as_table, table_rows, write_commits
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from chronolake import Catalog
@@ -36,11 +39,13 @@ from chronolake.lake.stamps import RESTATED_KEY
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.restate_plan import run_restatement
 
-DDL = ORDERS_AND_RATES + """
+RAW_ORDERS = """
 CREATE TABLE raw_orders (
   order_id BIGINT, currency STRING, amount BIGINT, order_time TIMESTAMP(3),
   WATERMARK FOR order_time AS order_time
 ) WITH ('path' = 'raw_orders', 'changelog' = 'append');
+"""
+DDL = ORDERS_AND_RATES + RAW_ORDERS + """
 CREATE VIEW per_currency AS
 SELECT window_start, window_end, currency, SUM(amount) AS amount, COUNT(*) AS orders
 FROM TABLE(TUMBLE(TABLE raw_orders, DESCRIPTOR(order_time), INTERVAL '10' MINUTES))
@@ -48,6 +53,7 @@ GROUP BY window_start, window_end, currency;
 """
 ORDERS = [order_row(1, 10, 5), order_row(2, 20, 15), order_row(3, 30, 25),
           order_row(4, 40, 35, "USD"), order_row(5, 50, 45)]
+SCHEMA = as_table(ORDERS).schema
 
 
 def ms(minutes: float) -> int:
@@ -270,3 +276,93 @@ def test_a_hop_that_cannot_be_restated_yet_is_named_before_anything_is_written(
     )):
         run_restatement(lake, "raw_orders", start_ms=ms(10), end_ms=ms(20))
     assert DeltaTable(str(output_path(lake.root, "per_currency"))).version() == version
+
+
+WINDOWS = {  # each view restated, each compared with its own refresh
+    "per_currency": "TUMBLE(TABLE raw_orders, DESCRIPTOR(order_time), INTERVAL '10' MINUTES)",
+    "hopping": "HOP(TABLE raw_orders, DESCRIPTOR(order_time), INTERVAL '5' MINUTES, "
+               "INTERVAL '15' MINUTES)",
+    "cumulating": "CUMULATE(TABLE raw_orders, DESCRIPTOR(order_time), INTERVAL '10' MINUTES, "
+                  "INTERVAL '30' MINUTES)",
+}
+
+
+def _windows_of(view: str, minute: int) -> list[tuple[int, int]]:
+    """The windows (start, end minutes) of `view` holding an order at `minute`."""
+    if view == "per_currency":
+        return [(minute // 10 * 10, minute // 10 * 10 + 10)]
+    if view == "hopping":
+        return [(s, s + 15) for s in range(minute // 5 * 5 - 10, minute + 1, 5)]
+    cycle = minute // 30 * 30
+    return [(cycle, end) for end in range(cycle + 10, cycle + 31, 10) if end > minute]
+
+
+_ORDER = st.tuples(st.integers(0, 89), st.sampled_from(["EUR", "USD", "GBP"]),
+                   st.integers(1, 9))
+"""An order: its minute after 09:00, its currency, its amount."""
+
+
+def _orders(first_id: int, drawn: list[tuple[int, str, int]]) -> list[dict[str, Any]]:
+    return [order_row(first_id + i, amount, minute, currency)
+            for i, (minute, currency, amount) in enumerate(drawn)]
+
+
+@settings(max_examples=3, deadline=None, phases=[Phase.generate],
+          suppress_health_check=list(HealthCheck))
+@given(
+    first=st.lists(_ORDER, min_size=1, max_size=12),
+    later=st.lists(_ORDER, max_size=6),  # a second commit: late rows among them
+    bounds=st.tuples(st.integers(0, 80), st.integers(1, 40)),
+    replacement=st.lists(_ORDER, max_size=6),
+)
+def test_a_restatement_equals_a_refresh_inside_its_region_and_changes_nothing_outside(
+    spark: SparkSession, first: list[tuple[int, str, int]], later: list[tuple[int, str, int]],
+    bounds: tuple[int, int], replacement: list[tuple[int, str, int]],
+) -> None:
+    """docs/design.md, "Restatement": inside the region (the windows overlapping the range,
+    and the late rows of their times) the view equals a refresh over the source rewritten by
+    OVERWRITE; outside it, the incremental runs' results stay (late rows included)."""
+    start, end = bounds[0], bounds[0] + bounds[1]
+    inside = [(start + minute % (end - start), currency, amount)
+              for minute, currency, amount in replacement]
+    with tempfile.TemporaryDirectory() as folder:
+        catalog = Catalog(Path(folder), spark)
+        catalog.declare(RAW_ORDERS + "".join(
+            f"CREATE VIEW {name} AS SELECT window_start, window_end, currency, "
+            f"SUM(amount) AS amount, COUNT(*) AS orders FROM TABLE({call}) "
+            "GROUP BY window_start, window_end, currency;\n"
+            for name, call in WINDOWS.items()))
+        raw_orders = Path(folder) / "raw_orders"
+        for first_id, drawn in ((0, first), (100, later)):
+            if drawn:
+                write_commits(raw_orders, [_orders(first_id, drawn)], cdf=False, schema=SCHEMA)
+                for name in WINDOWS:
+                    DerivedTable(catalog, name).run()
+        before = {name: _view_rows(catalog, name) for name in WINDOWS}
+        write_deltalake(str(raw_orders), as_table(_orders(200, inside), SCHEMA),
+                        mode="overwrite", predicate=between(start, end))
+
+        run_restatement(catalog, "raw_orders", start_ms=ms(start), end_ms=ms(end))
+
+        for name in WINDOWS:
+            def in_region(row: tuple[Any, ...], view: str = name) -> bool:
+                windows = [row[1:3]] if row[0] == "window" else _windows_of(view, row[2])
+                return any(s < end and e > start for s, e in windows)
+
+            restated = _view_rows(catalog, name)
+            DerivedTable(catalog, name).run(full_refresh=True)
+            refreshed = _view_rows(catalog, name)
+            assert {r for r in restated if in_region(r)} == {
+                r for r in refreshed if in_region(r)}, name
+            assert {r for r in restated if not in_region(r)} == {
+                r for r in before[name] if not in_region(r)}, name
+
+
+def _view_rows(catalog: Catalog, name: str) -> set[tuple[Any, ...]]:
+    """A window view's rows (window minutes, currency, figures) and its late rows (order id,
+    minute)."""
+    table = table_rows(output_path(catalog.root, name)).to_pylist()
+    late = table_rows(late_path(catalog.root, name)).to_pylist()
+    return {("window", _minute(r["window_start"]), _minute(r["window_end"]), r["currency"],
+             r["amount"], r["orders"]) for r in table} | {
+        ("late", r["order_id"], _minute(r["order_time"])) for r in late}
