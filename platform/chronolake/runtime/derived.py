@@ -273,7 +273,10 @@ class DerivedTable:
             if recorded is not None:
                 return self._restated(RunPlan(committed, recorded, resumed=True))
             if rewrite.end_version <= rewrite.after_version:
-                return self.up_to_date()
+                return self.up_to_date().model_copy(update={"message": (
+                    f"nothing to restate: {restated.source!r} has no commit after version "
+                    f"{rewrite.after_version}, which its last run consumed"
+                )})
             [name] = [name for name, spec in self.inputs.items()
                       if spec.changelog_table.name.lower() == restated.source]
             intent = RunIntent(run=number, end_versions={name: rewrite.end_version},
