@@ -119,46 +119,45 @@ def test_a_rewrite_outside_the_range_is_refused_for_the_consumer_that_would_read
         plan_restatement(lake, "raw_orders", **RANGE)
 
 
-def test_a_view_that_ran_in_processing_time_is_refused_by_name(lake: Catalog) -> None:
-    lake.declare("""
-    CREATE TABLE clicks (
-      order_id BIGINT, currency STRING, click_time TIMESTAMP(3), proc_time AS PROCTIME(),
-      WATERMARK FOR click_time AS click_time
-    ) WITH ('path' = 'clicks', 'changelog' = 'append');
-    CREATE VIEW clicks_now AS
-    SELECT c.order_id, r.rate FROM clicks AS c
-    LEFT JOIN rates FOR SYSTEM_TIME AS OF c.proc_time AS r ON c.currency = r.currency;
-    """)
+CLICKS = """
+CREATE TABLE clicks (
+  order_id BIGINT, currency STRING, click_time TIMESTAMP(3), proc_time AS PROCTIME(),
+  WATERMARK FOR click_time AS click_time
+) WITH ('path' = 'clicks', 'changelog' = 'append');
+"""
+
+
+def _click(lake: Catalog) -> None:
+    """One click, at 09:15."""
     write_commits(Path(str(lake.root)) / "clicks",
                   [[{"order_id": 1, "currency": "EUR", "click_time": at(15)}]], cdf=False)
-    assert plan_restatement(lake, "clicks", **RANGE).consumers == {}  # not run: nothing held
-    DerivedTable(lake, "clicks_now").run()
-    with pytest.raises(DefinitionError, match=(
-        r"cannot restate 'clicks': view 'clicks_now', downstream of it, depends on processing "
-        r"time, .* run a full refresh of 'clicks_now' and the views downstream of it instead"
-    )):
-        plan_restatement(lake, "clicks", **RANGE)
 
 
-def test_a_deduplication_ordered_by_processing_time_is_refused_by_name(lake: Catalog) -> None:
+PROCESSING_TIME_VIEWS = {
+    # a temporal join as of processing time
+    "clicks_now": """
+    SELECT c.order_id, r.rate FROM clicks AS c
+    LEFT JOIN rates FOR SYSTEM_TIME AS OF c.proc_time AS r ON c.currency = r.currency""",
     # the source has an event-time watermark, but the kept row is the first one processed
-    lake.declare("""
-    CREATE TABLE clicks (
-      order_id BIGINT, currency STRING, click_time TIMESTAMP(3), proc_time AS PROCTIME(),
-      WATERMARK FOR click_time AS click_time
-    ) WITH ('path' = 'clicks', 'changelog' = 'append');
-    CREATE VIEW first_clicks AS
+    "first_clicks": """
     SELECT order_id, currency, click_time FROM (
       SELECT *, ROW_NUMBER() OVER (PARTITION BY order_id ORDER BY proc_time ASC) AS rownum
       FROM clicks
-    ) WHERE rownum = 1;
-    """)
-    write_commits(Path(str(lake.root)) / "clicks",
-                  [[{"order_id": 1, "currency": "EUR", "click_time": at(15)}]], cdf=False)
-    DerivedTable(lake, "first_clicks").run()
+    ) WHERE rownum = 1""",
+}
+
+
+@pytest.mark.parametrize("view", PROCESSING_TIME_VIEWS)
+def test_a_view_whose_rows_depend_on_processing_time_is_refused_by_name(
+    lake: Catalog, view: str
+) -> None:
+    lake.declare(f"{CLICKS}CREATE VIEW {view} AS {PROCESSING_TIME_VIEWS[view]};")
+    _click(lake)
+    assert plan_restatement(lake, "clicks", **RANGE).consumers == {}  # not run: nothing held
+    DerivedTable(lake, view).run()
     with pytest.raises(DefinitionError, match=(
-        r"cannot restate 'clicks': view 'first_clicks', downstream of it, depends on "
-        r"processing time, .* run a full refresh of 'first_clicks'"
+        rf"cannot restate 'clicks': view '{view}', downstream of it, depends on processing "
+        rf"time, .* run a full refresh of '{view}' and the views downstream of it instead"
     )):
         plan_restatement(lake, "clicks", **RANGE)
 
