@@ -306,7 +306,10 @@ class DerivedTable:
         begin_writing(self.store, self.name, plan)
         fault_point(FaultPoint.AFTER_INTENT)
         output_ms = self._output_watermark(watermark_ms)
-        stamp = (watermark_stamp(output_ms) | input_versions_stamp({restated.source: end})
+        positions = self._positions(committed)
+        inputs = {**positions, name: positions[name].model_copy(
+            update={"version": end, "columns": read.position.columns})}
+        stamp = (watermark_stamp(output_ms) | input_versions_stamp(self._by_table(inputs))
                  | restated_stamp(restated.source, *region.output_span))
         late = read.rows.limit(0)  # the region's rows are all on time, as in a refresh
         stamp |= self._partitions_stamp(plan, late, watermark_ms, changes, replace=False)
@@ -328,12 +331,9 @@ class DerivedTable:
         fault_point(FaultPoint.BEFORE_CHECKPOINT)
         figures = run_figures({**recomputed.figures, **counted},
                               operation_planned(self.bound_plan.plan))
-        position = self._positions(committed)[name].model_copy(
-            update={"version": end, "columns": read.position.columns}
-        )
         checkpoint = committed.model_copy(update={
-            "run": number, "inputs": {**committed.inputs, name: position}, "state": state,
-            "counters": figures, "finished_at": self.clock.now_ms() / 1000,
+            "run": number, "inputs": inputs, "state": state, "counters": figures,
+            "finished_at": self.clock.now_ms() / 1000,
         })
         pass_commit_point(self.store, self.name, plan, checkpoint)
         fault_point(FaultPoint.AFTER_CHECKPOINT)
@@ -342,7 +342,7 @@ class DerivedTable:
             message=(f"run {number} restated {restated.source} "
                      f"[{utc_text(restated.start_ms)}, {utc_text(restated.end_ms)}): "
                      f"{figures['rows_out']} changes"),
-            input_versions={name: (self._positions(committed)[name].version + 1, end)},
+            input_versions={name: (positions[name].version + 1, end)},
             figures=figures, watermark_ms=output_ms, output_version=version,
         )
 
