@@ -293,22 +293,24 @@ class DerivedTable:
         region = restated_region(self.view, self.operator, start_ms=restated.start_ms,
                                  end_ms=restated.end_ms)
         [(name, end)] = plan.intent.end_versions.items()
-        read = region_read(self.catalog, self.inputs[name], end, region, derived=self.name,
-                           now_ms=self.clock.now_ms())
+        positions = self._positions(committed)
+        region_rows = region_read(self.catalog, self.inputs[name], end, region,
+                                  derived=self.name, position=positions[name],
+                                  now_ms=self.clock.now_ms())
+        read = region_rows.read
         context = RunContext(checkpoint=committed, clock=self.clock,
                              load_state=lambda role: self._state(committed, role))
-        watermark_ms = committed.watermark
+        # the rewrite's rows move the watermark as an ordinary run's would: never back
+        watermark_ms = self._watermark_ms(committed, region_rows.watermark)
         recomputed = self.operator.restate(context, read, region, watermark_ms)
         backend, key = self.catalog.backend, self.view.primary_key
-        region_rows = region.rows_of(backend.snapshot(self.output_path))
-        changes = reused(row_diff(region_rows, recomputed.output, key))
+        stored_rows = region.rows_of(backend.snapshot(self.output_path))
+        changes = reused(row_diff(stored_rows, recomputed.output, key))
         counted = OutputFigures(changes, {}).counted()
         begin_writing(self.store, self.name, plan)
         fault_point(FaultPoint.AFTER_INTENT)
         output_ms = self._output_watermark(watermark_ms)
-        positions = self._positions(committed)
-        inputs = {**positions, name: positions[name].model_copy(
-            update={"version": end, "columns": read.position.columns})}
+        inputs = {**positions, name: region_rows.position}
         stamp = (watermark_stamp(output_ms) | input_versions_stamp(self._by_table(inputs))
                  | restated_stamp(restated.source, *region.output_span))
         late = read.rows.limit(0)  # the region's rows are all on time, as in a refresh
@@ -332,8 +334,9 @@ class DerivedTable:
         figures = run_figures({**recomputed.figures, **counted},
                               operation_planned(self.bound_plan.plan))
         checkpoint = committed.model_copy(update={
-            "run": number, "inputs": inputs, "state": state, "counters": figures,
-            "finished_at": self.clock.now_ms() / 1000,
+            "run": number, "inputs": inputs, "watermark": watermark_ms, "state": state,
+            "horizon": watermark_ms if self.operator.event_time else committed.horizon,
+            "counters": figures, "finished_at": self.clock.now_ms() / 1000,
         })
         pass_commit_point(self.store, self.name, plan, checkpoint)
         fault_point(FaultPoint.AFTER_CHECKPOINT)

@@ -10,7 +10,7 @@ restated, and the region's rows.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from chronolake.catalog import Catalog
 from chronolake.catalog.checkpoint import InputPosition, ReadPhase
@@ -21,6 +21,7 @@ from chronolake.schema import TableSpec, ViewSpec
 from chronolake.sql.view_kinds import view_kind
 from chronolake.watermarks.assigner import WatermarkAssigner
 from chronolake.watermarks.millis import within
+from chronolake.watermarks.watermark import Watermark
 
 
 def restated_region(
@@ -50,17 +51,35 @@ def restated_region(
     return region
 
 
+@dataclass(frozen=True)
+class RegionRead:
+    """The source's rows in a region's span as of the rewrite, and where the input stands."""
+
+    read: InputRead
+    """The rows, stamped from no watermark: none of them is late, as in a refresh."""
+    position: InputPosition
+    """The input after the rewrite: its version, and its watermark state advanced by the
+    rows as an ordinary run's would be (a restated row may be the latest)."""
+    watermark: Watermark
+    """The input's watermark from that state."""
+
+
 def region_read(
     catalog: Catalog, spec: TableSpec, end_version: int, region: Region, *, derived: str,
-    now_ms: int,
-) -> InputRead:
+    position: InputPosition, now_ms: int,
+) -> RegionRead:
     """The rows of source `spec` with rowtime in the region's span as of `end_version`, as a
     full refresh reads a snapshot: inserts in the order they arrived, stamped from no
     watermark (under per-commit emission none is late), the filter on the rowtime so that
-    Delta's file statistics skip the rest."""
+    Delta's file statistics skip the rest. `position` is where the input stood: its watermark
+    state advances by the rows (two Spark jobs, one per stamping)."""
     start = InputPosition(version=end_version - 1, phase=ReadPhase.BOOTSTRAP)
     read = read_input(catalog, spec, start, end_version, derived=derived)
     rowtime = WatermarkAssigner.for_table(spec).rowtime_column()
     rowtime_type = read.rows.select(rowtime).schema[0].dataType
-    rows = read.rows.where(within(rowtime, rowtime_type, *region.input_span))
-    return assign_watermarks(replace(read, rows=rows), now_ms=now_ms)
+    rows = replace(read, rows=read.rows.where(within(rowtime, rowtime_type,
+                                                     *region.input_span)))
+    advanced = assign_watermarks(replace(rows, position=rows.position.model_copy(
+        update={"watermarks": position.watermarks})), now_ms=now_ms)
+    return RegionRead(assign_watermarks(rows, now_ms=now_ms), advanced.position,
+                      advanced.watermark)

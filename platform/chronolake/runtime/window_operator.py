@@ -188,11 +188,14 @@ class WindowAggregateOperator(Operator):
         rows = read.rows
         kept = rows if self.plan.where is None else self._filtered(rows)
         rowtime = self._rowtime(read, kept)
+        started = context.checkpoint.watermark
+        before = LONG_MIN if started is None else started
         ending = LONG_MIN if watermark_ms is None else watermark_ms
-        # Nothing fired before: the region's windows closed by the watermark fire now, with
-        # all their rows (none late, as in a refresh's snapshot); the others stay open.
+        # As of the committed watermark, nothing fired before: the region's windows it closed
+        # fire with all their rows (none late, as in a refresh's snapshot), the others stay
+        # open, their rows replacing the span's in state.
         split = split_windows(kept, self.windows, rowtime=rowtime, started=LONG_MIN,
-                              ending=ending)
+                              ending=before)
         fired = _retractions_applied(split.fired, self.compared) if self.updating else split.fired
         state = context.state(OPEN_ROLE)
         if state is not None:
@@ -200,10 +203,17 @@ class WindowAggregateOperator(Operator):
             outside = ~within(rowtime, rowtime_type, *region.input_span)
             state = state.where(outside).unionByName(split.open)
         held = split.open if state is None else state
-        counts = count_figures({"rows_in": rows, "pending_rows": held})
+        # Then the watermark the rewrite's rows moved: the windows it closes fire, as in an
+        # ordinary run without new rows.
+        advanced = split_windows(held, self.windows, rowtime=rowtime, started=before,
+                                 ending=ending)
+        closed = advanced.fired
+        if self.updating:
+            closed = _retractions_applied(closed, self.compared)
+        output = region.rows_of(self._output(fired)).unionByName(self._output(closed))
+        counts = count_figures({"rows_in": rows, "pending_rows": advanced.open})
         figures = {**counts, "late_rows": 0, "state_rows": counts["pending_rows"]}
-        return Restated(output=region.rows_of(self._output(fired)), state={OPEN_ROLE: held},
-                        figures=figures)
+        return Restated(output=output, state={OPEN_ROLE: advanced.open}, figures=figures)
 
     def _split(
         self, rows: DataFrame, *, rowtime: Column, started: int, ending: int,
