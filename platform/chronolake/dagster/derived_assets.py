@@ -108,6 +108,8 @@ class StagedRun:
     reads: dict[str, InputRead] = field(default_factory=dict)
     """The inputs' rows with watermarks assigned, after `assign_watermarks`."""
     step: Step | None = None
+    restated: RunResult | None = None
+    """The whole run, done in the read stage, when it restated a restated input's range."""
     stages: list[StageCost] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
 
@@ -138,9 +140,14 @@ def read_changelog(
     run = StagedRun(derived)
     with run.stage(context, READ_STAGE):
         run.plan = derived.prepare(full_refresh=config.full_refresh)
-        if run.plan is not None:
+        if run.plan is not None and run.plan.intent.restate is not None:
+            # the next hop of a restatement: one run, not stages (`runtime/restate_next.py`)
+            run.restated, run.plan = derived.run(full_refresh=config.full_refresh), None
+        elif run.plan is not None:
             run.changelogs = derived.read(run.plan)
-    if run.plan is None:
+    if run.restated is not None:
+        context.log.info(f"{derived.name}: {run.restated.message}")
+    elif run.plan is None:
         context.log.info(f"{derived.name}: no input moved since the last run: nothing to read")
     else:
         versions = ", ".join(
@@ -160,7 +167,7 @@ def read_changelog(
 )
 def assign_watermarks(context: OpExecutionContext, run: StagedRun) -> StagedRun:
     if run.plan is None:
-        context.log.info(f"{run.derived.name}: up to date, no watermarks to assign")
+        context.log.info(f"{run.derived.name}: no watermarks to assign")
         return run
     with run.stage(context, ASSIGN_STAGE):
         run.reads = run.derived.assign(run.changelogs)
@@ -180,7 +187,7 @@ def _operator_op(name: str, description: str) -> OpDefinition:
     )
     def _operate(context: OpExecutionContext, run: StagedRun) -> StagedRun:
         if run.plan is None:
-            context.log.info(f"{run.derived.name}: up to date, nothing to compute")
+            context.log.info(f"{run.derived.name}: nothing to compute in stages")
             return run
         with run.stage(context, name):
             run.step = run.derived.operate(run.plan, run.reads)
@@ -231,7 +238,9 @@ def commit(
 ) -> Iterator[Output | AssetObservation | AssetMaterialization | AssetCheckResult]:
     derived = run.derived
     with run.stage(context, COMMIT_STAGE):
-        if run.plan is None or run.step is None:
+        if run.restated is not None:
+            result = run.restated
+        elif run.plan is None or run.step is None:
             result = derived.up_to_date()
         else:
             result = derived.commit(run.plan, run.reads, run.step)

@@ -29,6 +29,7 @@ from chronolake.dagster.partitions import committed_stamps, partition_materializ
 from chronolake.dagster.resources import LakeResource
 from chronolake.lake.layout import output_path
 from chronolake.runtime.restate_plan import run_restatement
+from chronolake.runtime.result import RunStatus
 from chronolake.watermarks.millis import utc_millis
 
 RESTATE_JOB = "restate"
@@ -72,6 +73,8 @@ def restate_job(name: str = RESTATE_JOB) -> JobDefinition:
         start_ms, end_ms = config.millis()
         for result in run_restatement(catalog, config.table, start_ms=start_ms, end_ms=end_ms):
             context.log.info(f"{result.table}: {result.message}")
+            if result.status is RunStatus.LEFT:
+                continue
             path = output_path(catalog.root, result.table)
             if catalog.spec(result.table).time.partitions is None:
                 recorded = [AssetMaterialization(asset_key=AssetKey(result.table),

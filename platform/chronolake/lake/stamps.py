@@ -14,6 +14,9 @@ Every commit of a derived table carries, in its Delta `commitInfo`:
 - `chronolake.partitions`: for a table with time partitions, each partition the commit
   completed or changed once complete, with its figures (`PartitionFigures`), as a JSON
   object by partition key; Dagster records them as materialized from this alone.
+- `chronolake.restated`: on a restatement's commit, the input it restated and the range of
+  this table's time attribute its changes may touch (`RestatedSpan`): what the next hop
+  restates instead of reading the commit's changes.
 
 Absent watermark keys mean no watermark yet (nothing reached); absent input versions, a
 commit written before chronolake recorded them. A reader downstream takes an input's
@@ -87,6 +90,37 @@ def restated_stamp(source: str, start_ms: int, end_ms: int) -> dict[str, str]:
     this table's time attribute its changes may touch (what the next hop restates)."""
     return {RESTATED_KEY: json.dumps({"source": source, "fromMillis": start_ms,
                                       "toMillis": end_ms})}
+
+
+@dataclass(frozen=True, slots=True)
+class RestatedSpan:
+    """What a restatement's commit recorded: the input it restated, and the range [`start_ms`,
+    `end_ms`) of the table's time attribute its changes may touch."""
+
+    source: str
+    start_ms: int
+    end_ms: int
+
+
+def stamped_restated(info: Mapping[str, object]) -> RestatedSpan | None:
+    """The restated range a commit's info recorded; None for a commit of an ordinary run."""
+    document = _stamped(info, RESTATED_KEY)
+    if document is None:
+        return None
+    span = json.loads(str(document))
+    return RestatedSpan(span["source"], int(span["fromMillis"]), int(span["toMillis"]))
+
+
+def restated_commits(
+    backend: LakeBackend, path: LocationLike, start: int, end: int
+) -> dict[int, RestatedSpan]:
+    """The restatements' commits among `start..end` of a derived table, by version (one read
+    of the log; none when `start` is past `end`)."""
+    if start > end:
+        return {}
+    infos = backend.commit_infos(path, start, end)
+    spans = {version: stamped_restated(info) for version, info in infos.items()}
+    return {version: span for version, span in spans.items() if span is not None}
 
 
 def partitions_stamp(figures: Sequence[PartitionFigures]) -> dict[str, str]:

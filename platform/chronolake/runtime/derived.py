@@ -55,8 +55,10 @@ from chronolake.runtime.inputs import (
     ChangelogRead,
     InputRead,
     assign_all,
+    combined_of,
     combined_watermark,
     initial_position,
+    position_watermark,
     read_input,
     refresh_position,
 )
@@ -65,7 +67,8 @@ from chronolake.runtime.operators import operator_for
 from chronolake.runtime.output_figures import KIND_FIGURES, OutputFigures
 from chronolake.runtime.partition_figures import partition_figures
 from chronolake.runtime.restate_check import AcceptedRewrite
-from chronolake.runtime.restate_run import region_read, restated_region
+from chronolake.runtime.restate_next import first_restated, restated_input
+from chronolake.runtime.restate_run import can_restate, region_read, restated_region
 from chronolake.runtime.result import RunResult, RunStatus
 from chronolake.runtime.reuse import reused
 from chronolake.runtime.source_checks import (
@@ -190,9 +193,10 @@ class DerivedTable:
         if plan.intent.restate is not None:
             restated = plan.intent.restate
             msg = (
-                f"{self.name!r}: its run {plan.number} is a restatement of "
-                f"{restated.source!r} that was interrupted; finish it with `chronolake run "
-                f"{self.name}`, then run this again; nothing was written"
+                f"{self.name!r}: its run {plan.number} restates a range of "
+                f"{restated.source!r}, which only a whole run does: run it with `chronolake "
+                f"run {self.name}` (or the `restate` job), then run this again; nothing was "
+                "written"
             )
             raise RunError(msg)
         positions = self._start_positions(plan)
@@ -258,8 +262,8 @@ class DerivedTable:
             self._check_registration()
             restated = RestatedRange(source=rewrite.table.lower(), start_ms=rewrite.start_ms,
                                      end_ms=rewrite.end_ms)
-            restated_region(self.view, self.operator, start_ms=rewrite.start_ms,
-                            end_ms=rewrite.end_ms)
+            restated_region(self.view, self.operator, source=restated.source,
+                            start_ms=rewrite.start_ms, end_ms=rewrite.end_ms)
             committed = self.store.latest()
             number = committed.run + 1
             recorded = self.store.intent(number)
@@ -277,11 +281,16 @@ class DerivedTable:
                     f"nothing to restate: {restated.source!r} has no commit after version "
                     f"{rewrite.after_version}, which its last run consumed"
                 )})
-            [name] = [name for name, spec in self.inputs.items()
-                      if spec.changelog_table.name.lower() == restated.source]
-            intent = RunIntent(run=number, end_versions={name: rewrite.end_version},
-                               restate=restated)
-            return self._restated(RunPlan(committed, intent, resumed=False))
+            return self._restated(RunPlan(committed, self._restate_intent(number, rewrite),
+                                          resumed=False))
+
+    def _restate_intent(self, number: int, rewrite: AcceptedRewrite) -> RunIntent:
+        """Run `number` as a restatement of `rewrite`: it reads only the rewritten input."""
+        [name] = [name for name, spec in self.inputs.items()
+                  if spec.changelog_table.name.lower() == rewrite.table.lower()]
+        restated = RestatedRange(source=rewrite.table.lower(), start_ms=rewrite.start_ms,
+                                 end_ms=rewrite.end_ms)
+        return RunIntent(run=number, end_versions={name: rewrite.end_version}, restate=restated)
 
     def _restated(self, plan: RunPlan) -> RunResult:
         """Run `plan`, a restatement: the region's input rows as of the rewrite, recomputed at
@@ -290,8 +299,8 @@ class DerivedTable:
         open rows replaced in state; the input moved to the rewrite's version."""
         restated, committed, number = plan.intent.restate, plan.committed, plan.number
         assert restated is not None
-        region = restated_region(self.view, self.operator, start_ms=restated.start_ms,
-                                 end_ms=restated.end_ms)
+        region = restated_region(self.view, self.operator, source=restated.source,
+                                 start_ms=restated.start_ms, end_ms=restated.end_ms)
         [(name, end)] = plan.intent.end_versions.items()
         positions = self._positions(committed)
         region_rows = region_read(self.catalog, self.inputs[name], end, region,
@@ -299,18 +308,24 @@ class DerivedTable:
                                   now_ms=self.clock.now_ms())
         read = region_rows.read
         context = RunContext(checkpoint=committed, clock=self.clock,
-                             load_state=lambda role: self._state(committed, role))
-        # the rewrite's rows move the watermark as an ordinary run's would: never back
-        watermark_ms = self._watermark_ms(committed, region_rows.watermark)
+                             load_state=lambda role: self._state(committed, role),
+                             load_history=self.history)
+        # the rewrite's rows move the watermark as an ordinary run's would: never back, and
+        # held back by the other inputs where they stand
+        inputs = {**positions, name: region_rows.position}
+        combined = combined_of([position_watermark(position) for position in inputs.values()])
+        watermark_ms = self._watermark_ms(committed, combined)
         recomputed = self.operator.restate(context, read, region, watermark_ms)
         backend, key = self.catalog.backend, self.view.primary_key
         stored_rows = region.rows_of(backend.snapshot(self.output_path))
-        changes = reused(row_diff(stored_rows, recomputed.output, key))
+        changes = row_diff(stored_rows, recomputed.output, key)
+        if recomputed.emitted is not None:
+            changes = changes.unionByName(as_changes(recomputed.emitted))
+        changes = reused(changes)
         counted = OutputFigures(changes, {}).counted()
         begin_writing(self.store, self.name, plan)
         fault_point(FaultPoint.AFTER_INTENT)
         output_ms = self._output_watermark(watermark_ms)
-        inputs = {**positions, name: region_rows.position}
         stamp = (watermark_stamp(output_ms) | input_versions_stamp(self._by_table(inputs))
                  | restated_stamp(restated.source, *region.output_span))
         late = read.rows.limit(0)  # the region's rows are all on time, as in a refresh
@@ -386,6 +401,10 @@ class DerivedTable:
         paths = {name: self.catalog.table_path(spec) for name, spec in specs.items()}
         ends = {name: self.catalog.backend.latest_version(path) for name, path in paths.items()}
         positions = self._positions(committed)
+        if not full_refresh:
+            restating = self._restated_input(number, positions, ends)
+            if restating is not None:
+                return restating
         if not full_refresh and self._nothing_to_do(committed, positions, ends):
             held = committed.counters.get("pending_rows", 0)
             if not (self.operator.clock_driven and held):
@@ -412,6 +431,32 @@ class DerivedTable:
             name: refresh_position(self.catalog, spec, ends[name]) for name, spec in specs.items()
         }
         return RunIntent(run=number, end_versions=ends, full_refresh=True, start=start)
+
+    def _restated_input(
+        self, number: int, positions: Mapping[str, InputPosition], ends: dict[str, int]
+    ) -> RunIntent | None:
+        """Run `number` as the next hop of a restatement when a derived input's next commit is
+        a restatement's (`chronolake.runtime.restate_next`): a view that can restate restates
+        that range instead of applying the changes. A later one stops this run's read before
+        it (`ends` lowered), so that the next run restates it."""
+        for name, spec in self.inputs.items():
+            table, position = spec.changelog_table, positions[name]
+            if not table.derived or ends[name] <= position.version:
+                continue
+            if not can_restate(self.view, self.operator, table.name.lower()):
+                return None  # it reads the changes, as it did before restatements
+            first = first_restated(self.catalog, table, consumed_version=position.version,
+                                   end_version=ends[name])
+            if first is None:
+                continue
+            if first > position.version + 1:
+                ends[name] = first - 1
+                continue
+            rewrite = restated_input(self.catalog, table, consumed_version=position.version,
+                                     end_version=ends[name])
+            assert rewrite is not None  # the next commit is a restatement's
+            return self._restate_intent(number, rewrite)
+        return None
 
     @staticmethod
     def _nothing_to_do(
@@ -513,6 +558,19 @@ class DerivedTable:
         name (empty before the first run): where a restatement's check of a rewritten
         source starts (`chronolake.runtime.restate_plan`)."""
         return self._by_table(self.store.latest().inputs)
+
+    def restatement_unread(self) -> bool:
+        """Whether a derived input has a restatement's commit this view has not read yet
+        (one read of each such input's log)."""
+        consumed = self.consumed()
+        for spec in self.inputs.values():
+            table = spec.changelog_table
+            after = consumed.get(table.name.lower(), -1)
+            latest = self.catalog.backend.latest_version(self.catalog.table_path(table))
+            if table.derived and first_restated(self.catalog, table, consumed_version=after,
+                                                end_version=latest) is not None:
+                return True
+        return False
 
     def interrupted_run(self) -> RunIntent | None:
         """The intent of a run killed after recording it, which the next run finishes first

@@ -120,13 +120,22 @@ def combined_watermark(reads: Iterable[InputRead], *, with_idleness: bool = True
     a multi-input operator (`CombinedWatermarkStatus`), where an idle input does not hold
     the others back. `with_idleness=False` counts every input as active (a tick before the
     run's last, whose idleness is not tracked per input)."""
-    inputs = list(reads)
+    return combined_of([(read.watermark, with_idleness and read.idle) for read in reads])
+
+
+def combined_of(inputs: Sequence[tuple[Watermark, bool]]) -> Watermark:
+    """`combined_watermark` of inputs given as (watermark, idle) pairs."""
     combined = CombinedWatermarkStatus(len(inputs))
-    for index, read in enumerate(inputs):
-        combined.update_watermark(index, read.watermark)
-        if with_idleness and read.idle:
+    for index, (watermark, idle) in enumerate(inputs):
+        combined.update_watermark(index, watermark)
+        if idle:
             combined.update_status(index, WatermarkStatus.IDLE)
     return combined.watermark
+
+
+def position_watermark(position: InputPosition) -> tuple[Watermark, bool]:
+    """Where an input's watermark stands at `position`, and whether it is idle there."""
+    return position.watermarks.to_watermark(), position.watermarks.status.is_idle
 
 
 def initial_position(spec: TableSpec) -> InputPosition:

@@ -41,6 +41,8 @@ from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import (
     OUTPUT,
     Operator,
+    Region,
+    Restated,
     RunContext,
     Step,
     Tallied,
@@ -55,18 +57,78 @@ from chronolake.schema.spec import KeepRow
 from chronolake.sql.temporal import TemporalJoinPlan, TimeMode
 from chronolake.watermarks.assigner import LATE_COLUMN
 from chronolake.watermarks.late import LateReason, side_table_rows
-from chronolake.watermarks.watermark import Watermark
+from chronolake.watermarks.millis import within
+from chronolake.watermarks.watermark import LONG_MIN, Watermark
 
 
 class TemporalJoinOperator(Operator):
     """A view whose query joins a probe table with a versioned (or regular) build side."""
 
-    def __init__(self, catalog: Catalog, plan: TemporalJoinPlan) -> None:
+    def __init__(self, catalog: Catalog, plan: TemporalJoinPlan, *,
+                 output_rowtime: str | None = None) -> None:
         self.plan = plan
         self.probe = self.plan.probe
         self.build = _build_table(catalog, self.plan.build)
         self.inputs = (self.probe, self.build)
         self.event_time = self.plan.mode is TimeMode.EVENT_TIME
+        self.output_rowtime = output_rowtime
+        """The view's rowtime, the probe's passed through (None when its SELECT drops it)."""
+
+    def restates(self, source: str) -> bool:
+        """A range of the probe side (an event-time join whose output keeps the probe's
+        rowtime); restating the build side is not built."""
+        return (self.event_time and self.output_rowtime is not None
+                and source == self.probe.changelog_table.name.lower())
+
+    def restated_region(self, start_ms: int, end_ms: int) -> Region | None:
+        """The probe rows with rowtime in [`start_ms`, `end_ms`), and their output rows."""
+        rowtime = self.output_rowtime
+        if not self.event_time or rowtime is None:
+            return None
+
+        def rows_of(output: DataFrame) -> DataFrame:
+            return output.where(within(F.col(f"`{rowtime}`"), output.schema[rowtime].dataType,
+                                       start_ms, end_ms))
+
+        return Region(input_span=(start_ms, end_ms), output_span=(start_ms, end_ms),
+                      rows_of=rows_of)
+
+    def restate(
+        self, context: RunContext, read: InputRead, region: Region, watermark_ms: int | None
+    ) -> Restated:
+        """The region's probe rows at or below the committed watermark join the version valid
+        at their rowtime among every build event so far (the history, as late probe rows do);
+        the others replace the span's pending rows. Then the watermark the rewrite's rows
+        moved releases pending rows as an ordinary run does (`Restated.emitted`)."""
+        started = context.checkpoint.watermark
+        before = LONG_MIN if started is None else started
+        ending = before if watermark_ms is None else watermark_ms
+        probe_time = F.col(self.plan.probe_time)
+        rowtime_ms = F.unix_micros(probe_time.cast("timestamp")) / 1000
+        rows = read.rows
+        ready = reused(rows.where(rowtime_ms <= before))
+        held = rows.where(rowtime_ms > before)
+        pending = context.state("pending")
+        if pending is not None:
+            in_span = within(probe_time, pending.schema[self.plan.probe_time].dataType,
+                             *region.input_span)
+            held = pending.where(~F.coalesce(in_span, F.lit(False))).unionByName(held)
+        released, kept = held.where(rowtime_ms <= ending), held.where(rowtime_ms > ending)
+        history, versions = context.history(), context.state("versions")
+        events = history if history is not None else versions
+        assert events is not None, "a join that ran keeps its versions"
+        needed = history_for_late_rows(events, ready, self.plan)
+        output = join_query(self.plan, without_annotations(ready),
+                            matched_versions(self.plan, ready, needed))
+        emitted = None
+        if versions is not None:  # as an ordinary run emits them: from state's versions
+            emitted = join_query(self.plan, without_annotations(released),
+                                 matched_versions(self.plan, released, versions),
+                                 changelog=True)
+        state = {"pending": kept} if versions is None else {"pending": kept, "versions": versions}
+        counts = count_figures({"rows_in": rows, "pending_rows": kept})
+        figures = {**counts, "late_rows": 0, "state_rows": counts["pending_rows"]}
+        return Restated(output=output, state=state, figures=figures, emitted=emitted)
 
     def step(
         self,

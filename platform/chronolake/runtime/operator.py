@@ -113,6 +113,9 @@ class Restated:
     output: DataFrame
     state: dict[str, DataFrame]
     figures: Mapping[str, int]
+    emitted: DataFrame | None = None
+    """Changes committed as they are besides the diff: rows outside the region that the
+    watermark the rewrite moved releases, as an ordinary run would emit them."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,11 @@ class Operator(ABC):
         watermark is processing time; an operator that orders by processing time under an
         event-time watermark says so itself."""
         return not self.event_time
+
+    def restates(self, source: str) -> bool:
+        """Whether this operator can restate a range of its input table `source`
+        (`restated_region`)."""
+        return False
 
     def restated_region(self, start_ms: int, end_ms: int) -> Region | None:
         """The region a restatement of input rows with rowtime in [`start_ms`, `end_ms`)

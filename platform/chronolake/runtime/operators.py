@@ -23,7 +23,8 @@ from chronolake.sql.window import WindowPlan
 from chronolake.sql.window_rank import WindowRankPlan
 
 OPERATORS: Mapping[type[OperatorPlan], Callable[[Catalog, ViewSpec, Any], Operator]] = {
-    TemporalJoinPlan: lambda catalog, view, plan: TemporalJoinOperator(catalog, plan),
+    TemporalJoinPlan: lambda catalog, view, plan: TemporalJoinOperator(
+        catalog, plan, output_rowtime=view.rowtime),
     WindowRankPlan: lambda catalog, view, plan: WindowAggregateOperator(view, plan),
     WindowPlan: lambda catalog, view, plan: WindowAggregateOperator(view, plan),
     DeduplicationPlan: lambda catalog, view, plan: DeduplicateOperator(view, plan),

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 from chronolake.catalog import Catalog
 from chronolake.catalog.checkpoint import CheckpointStore, RestatedRange
-from chronolake.errors import DefinitionError, RunError, SourceError
+from chronolake.errors import RunError, SourceError
 from chronolake.location import Location
 from chronolake.runtime.chain import downstream_derived
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.restate_check import AcceptedRewrite, check_rewrite, restatable_source
 from chronolake.runtime.restate_run import restated_region
-from chronolake.runtime.result import RunResult
+from chronolake.runtime.result import RunResult, RunStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,10 @@ class RestatementPlan:
     """The derived tables that read `table` itself and have run, with the source's versions
     each reads (after the one its last run consumed, up to `end_version`) and what changed in
     them. One that has not run yet is not here: its first run reads the rewritten source."""
+    left: tuple[str, ...] = ()
+    """The views among `views` that have run and depend on processing time, and the views
+    downstream of them: no recompute of the range reproduces their rows, so the restatement
+    leaves them as they are; their next runs read the rewrite as new changes."""
 
 
 def plan_restatement(
@@ -49,8 +53,8 @@ def plan_restatement(
     with the rewrite checked for every direct consumer that has run.
 
     Raises what `check_rewrite` raises (`RestateRangeError` for a change outside the range,
-    naming its times), `DefinitionError` for a hop that has run in processing time, and
-    `RunError` for a hop whose last run was interrupted, before anything is written.
+    naming its times), and `RunError` for a hop whose last run was interrupted, before
+    anything is written. A hop that has run in processing time is left (`left`).
 
     Example:
         >>> plan = plan_restatement(catalog, "orders", start_ms=t0, end_ms=t1)
@@ -63,6 +67,7 @@ def plan_restatement(
     end_version = catalog.backend.latest_version(catalog.table_path(spec))
     checked: dict[int, AcceptedRewrite] = {}  # consumers at the same version share one check
     consumers: dict[str, AcceptedRewrite] = {}
+    left: list[str] = []
     for view in views:
         try:
             derived = DerivedTable(catalog, view)
@@ -70,17 +75,20 @@ def plan_restatement(
             if CheckpointStore.of(catalog.root, view).latest().run == 0:
                 continue  # it reads a derived table that has not run, and has not run either
             raise
+        consumed = derived.consumed()
+        reads_left = any(spec.changelog_table.name.lower() in left
+                         for spec in derived.inputs.values())
+        if consumed and (derived.operator.depends_on_processing_time or reads_left):
+            left.append(view)
+            continue
+        if name not in consumed:  # a later hop (its run restates), or it has not run yet
+            continue
         interrupted = derived.interrupted_run()
         same = RestatedRange(source=name, start_ms=start_ms, end_ms=end_ms)
         if interrupted is not None and interrupted.restate != same:
             # what it consumed is not what its next run starts from
             raise _interrupted_error(spec.name, view, interrupted.run,
                                      derived.store.storage.location)
-        consumed = derived.consumed()
-        if consumed and derived.operator.depends_on_processing_time:
-            raise _processing_time_error(spec.name, view)
-        if name not in consumed:  # it reads only derived tables, or has not run yet
-            continue
         version = consumed[name]
         if version not in checked:
             checked[version] = check_rewrite(
@@ -88,47 +96,56 @@ def plan_restatement(
                 end_version=end_version,
             )
         consumers[view] = checked[version]
-    return RestatementPlan(spec.name, start_ms, end_ms, end_version, views, consumers)
+    return RestatementPlan(spec.name, start_ms, end_ms, end_version, views, consumers,
+                           tuple(left))
 
 
 def run_restatement(
     catalog: Catalog, table: str, *, start_ms: int, end_ms: int
 ) -> list[RunResult]:
     """Restate [`start_ms`, `end_ms`) of source `table` through every view downstream of it:
-    planned and checked first (`plan_restatement`: a refusal writes nothing), then each
-    consumer's hop, one run each (`DerivedTable.restate`). Running it again after a kill
-    finishes the interrupted hop and finds the others done."""
+    planned and checked first (`plan_restatement`: a refusal writes nothing), then each hop
+    in dependency order. A view that reads the source restates the range (`DerivedTable.
+    restate`); a view that reads a restated view runs, and its run restates the range that
+    view's restatement stamped (after an ordinary run for any commits before it). Running it
+    again after a kill finishes the interrupted hop and finds the others done."""
     plan = plan_restatement(catalog, table, start_ms=start_ms, end_ms=end_ms)
-    hops = {view: DerivedTable(catalog, view) for view in plan.consumers}
-    for hop in hops.values():  # every hop checked before the first one writes
-        restated_region(hop.view, hop.operator, start_ms=start_ms, end_ms=end_ms)
-    for view in plan.views:
-        if view not in hops and CheckpointStore.of(catalog.root, view).latest().run > 0:
-            raise _second_hop_error(plan.table, view)
-    return [hops[view].restate(plan.consumers[view]) for view in plan.views if view in hops]
+    restated = {plan.table.lower(), *plan.views}
+    hops = [DerivedTable(catalog, view) for view in plan.views if view not in plan.left
+            and CheckpointStore.of(catalog.root, view).latest().run > 0]
+    for hop in hops:  # every hop that has run checked before the first one writes
+        for source in {spec.changelog_table.name.lower() for spec in hop.inputs.values()}:
+            if source in restated:
+                restated_region(hop.view, hop.operator, source=source, start_ms=start_ms,
+                                end_ms=end_ms)
+    results: list[RunResult] = []
+    for hop in hops:
+        if hop.name in plan.consumers:
+            results.append(hop.restate(plan.consumers[hop.name]))
+        else:
+            results.extend(_caught_up(hop))
+    return results + [_left(catalog, view) for view in plan.left]
 
 
-def _second_hop_error(table: str, view: str) -> DefinitionError:
-    """A view that reads a restated view would need the restatement's next hop."""
-    msg = (
-        f"cannot restate {table!r}: view {view!r} reads a view downstream of it, and "
-        "restatement does not go past the views that read the source yet; run a full "
-        f"refresh of the views downstream of {table!r} instead (`chronolake run VIEW "
-        "--full-refresh`); nothing was written"
+def _left(catalog: Catalog, view: str) -> RunResult:
+    """What a restatement says of a view it leaves as it is (`RestatementPlan.left`)."""
+    message = (
+        "left as it is: its rows depend on processing time (its own or a view's it reads), "
+        "which no recompute of the range reproduces; its next run reads the rewrite as new "
+        f"changes, or rebuild it (`chronolake run {view} --full-refresh`)"
     )
-    return DefinitionError(msg)
+    return RunResult(table=view, run=CheckpointStore.of(catalog.root, view).latest().run,
+                     status=RunStatus.LEFT, message=message)
 
 
-def _processing_time_error(table: str, view: str) -> DefinitionError:
-    """A processing-time view's rows depend on when they were processed, not only on the
-    rows of a time range: no recompute of the range can reproduce them."""
-    msg = (
-        f"cannot restate {table!r}: view {view!r}, downstream of it, depends on processing "
-        "time, so its rows depend on when they were processed, not only on the source's rows "
-        f"in the range; run a full refresh of {view!r} and the views downstream of it instead; "
-        "nothing was written"
-    )
-    return DefinitionError(msg)
+def _caught_up(hop: DerivedTable) -> list[RunResult]:
+    """The runs of `hop`, a later hop, until no restatement's commit of its inputs is left
+    unread: a run restates such a commit instead of reading it (`DerivedTable.run`), and
+    reads the ordinary commits before it first. One run each, so each makes progress."""
+    results = []
+    while hop.interrupted_run() is not None or hop.restatement_unread():
+        results.append(hop.run())
+    return results
 
 
 def _interrupted_error(table: str, view: str, run: int, state: Location) -> RunError:

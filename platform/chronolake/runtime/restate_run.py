@@ -25,30 +25,45 @@ from chronolake.watermarks.watermark import Watermark
 
 
 def restated_region(
-    view: ViewSpec, operator: Operator, *, start_ms: int, end_ms: int
+    view: ViewSpec, operator: Operator, *, source: str, start_ms: int, end_ms: int
 ) -> Region:
-    """The region of `view` that restating [`start_ms`, `end_ms`) of its source recomputes;
-    `DefinitionError` naming what stops it when the view cannot be restated (yet)."""
+    """The region of `view` that restating [`start_ms`, `end_ms`) of its input table `source`
+    recomputes; `DefinitionError` naming what stops it when the view cannot restate it (yet)."""
+    refusal = _refusal(view, operator, source)
+    if refusal is not None:
+        raise DefinitionError(refusal)
     region = operator.restated_region(start_ms, end_ms)
+    assert region is not None  # `_refusal` asked the operator
+    return region
+
+
+def can_restate(view: ViewSpec, operator: Operator, source: str) -> bool:
+    """Whether `view` restates a restated range of its input table `source` (else it reads
+    the changes)."""
+    return _refusal(view, operator, source) is None
+
+
+def _refusal(view: ViewSpec, operator: Operator, source: str) -> str | None:
+    """Why `view` cannot restate a range of `source`, as its error says; None when it can."""
     through_view = next((spec for spec in operator.inputs if spec.through_view), None)
-    if region is None or through_view is not None:
+    if not operator.restates(source) or through_view is not None:
         what = (f"it reads {through_view.name!r}, a view of its source" if through_view
                 else f"it is {view_kind(view).written}")
-        msg = (
+        return (
             f"cannot restate through view {view.name!r}: {what}, and restatement is built for "
-            "TUMBLE, HOP and CUMULATE window aggregates over a source table so far; run a full "
-            f"refresh of {view.name!r} instead (`chronolake run {view.name} --full-refresh`); "
-            "nothing was written"
+            "TUMBLE, HOP and CUMULATE window aggregates and the probe side of an event-time "
+            "temporal join that keeps its rowtime so far; run a full refresh of "
+            f"{view.name!r} instead (`chronolake run {view.name} --full-refresh`); nothing was "
+            "written"
         )
-        raise DefinitionError(msg)
     if not view.primary_key:
-        msg = (
-            f"cannot restate through view {view.name!r}: its SELECT drops window_start, "
-            "window_end or a GROUP BY key, so its rows have no key to replace them by; select "
-            "them all, or run a full refresh instead; nothing was written"
+        return (
+            f"cannot restate through view {view.name!r}: its rows have no key to replace them "
+            "by (a window view whose SELECT drops window_start, window_end or a GROUP BY key, "
+            "or a join whose probe side has no primary key); keep them, or run a full refresh "
+            "instead; nothing was written"
         )
-        raise DefinitionError(msg)
-    return region
+    return None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ class RunStatus(StrEnum):
 
     COMMITTED = "committed"
     UP_TO_DATE = "up-to-date"
+    LEFT = "left"
+    """A restatement left the view as it is: its rows depend on processing time."""
 
 
 class TickReport(BaseModel):

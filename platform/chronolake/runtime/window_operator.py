@@ -162,16 +162,21 @@ class WindowAggregateOperator(Operator):
             figures=figures,
         )
 
+    def restates(self, source: str) -> bool:
+        return self.plan.kind is not WindowKind.SESSION and self.rank is None and not self.plan.rows
+
     def restated_region(self, start_ms: int, end_ms: int) -> Region | None:
         """The windows overlapping [`start_ms`, `end_ms`) and every row of them; a TUMBLE, HOP
         or CUMULATE aggregate only (sessions merge; Top-N ranks across windows' keys)."""
-        if self.plan.kind is WindowKind.SESSION or self.rank is not None or self.plan.rows:
+        if not self.restates(self.plan.source.changelog_table.name.lower()):
             return None
         windows = self.windows
         span = overlapping_span(windows, start_ms, end_ms)
 
+        start, end = (self.plan.selected_as(name) for name in (WINDOW_START, WINDOW_END))
+        assert start is not None and end is not None  # a view without them is refused
+
         def rows_of(output: DataFrame) -> DataFrame:
-            start, end = (_column(output, name) for name in (WINDOW_START, WINDOW_END))
             start_ms_of, end_ms_of = (
                 timestamp_millis(F.col(f"`{name}`"), output.schema[name].dataType)
                 for name in (start, end)
@@ -295,11 +300,6 @@ class WindowAggregateOperator(Operator):
         return aggregated.select(
             *[F.col(f"{_ITEM}{i}").alias(item.name) for i, item in enumerate(self.plan.items)]
         )
-
-
-def _column(output: DataFrame, name: str) -> str:
-    """`output`'s column `name`, in the case the view's SELECT gave it."""
-    return next(column for column in output.columns if column.lower() == name)
 
 
 def _retractions_applied(fired: DataFrame, compared: tuple[str, ...]) -> DataFrame:

@@ -258,7 +258,8 @@ def _out_of_window(view: ViewSpec, select: exp.Select, catalog: Catalog) -> View
         _passed_through(select, None, k.name) if isinstance(k, exp.Column) else None
         for k in keys
     ]
-    names = {k.lower() for k in key if k is not None}
+    # the bounds may be renamed (Flink's cascading windows do): they stay the key's
+    names = {k.name.lower() for k, out in zip(keys, key, strict=True) if out is not None}
     complete = all(k is not None for k in key) and {WINDOW_START, WINDOW_END} <= names
     return view.model_copy(update={
         "primary_key": tuple(k for k in key if k is not None) if complete else (),

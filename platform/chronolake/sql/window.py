@@ -113,6 +113,12 @@ class WindowPlan(BaseModel):
         return Windows(kind=self.kind, size_ms=self.size_ms, slide_ms=self.slide_ms,
                        offset_ms=self.offset_ms)
 
+    def selected_as(self, column: str) -> str | None:
+        """The output name the SELECT gives window column `column` (`window_start`, ...)
+        when it selects it as it is, perhaps renamed; None when it does not."""
+        return next((item.name for item in self.items
+                     if item.expression.strip("`").lower() == column), None)
+
     @property
     def event_time(self) -> bool:
         """True when windows close by the source's event-time watermark, else by the clock."""
