@@ -20,6 +20,13 @@ CREATE TABLE rates (
   PRIMARY KEY (currency) NOT ENFORCED
 ) WITH ('path' = 'rates', 'changelog' = 'cdf');
 """
+ENRICHED = """
+CREATE VIEW enriched AS
+SELECT o.order_id, o.currency, o.amount, o.order_time, r.rate, o.amount * r.rate AS usd
+FROM orders AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r
+ON o.currency = r.currency;
+"""
+"""Each order with the rate valid at its time, and its amount in USD."""
 
 
 def at(minutes: float) -> datetime:

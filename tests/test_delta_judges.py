@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _orders_and_rates import ORDERS_AND_RATES, order_row, rate_row
+from _orders_and_rates import ENRICHED, ORDERS_AND_RATES, order_row, rate_row
 from deltatables import delete_rows, update_rows, write_commits
 from pyspark.sql import DataFrame, SparkSession
 
@@ -24,11 +24,7 @@ from chronolake.spark.session import session_settings
 
 pytestmark = [pytest.mark.spark, pytest.mark.lake_contract]
 
-PIPELINE = ORDERS_AND_RATES + """
-CREATE VIEW enriched AS
-SELECT o.order_id, o.currency, o.amount, o.order_time, r.rate, o.amount * r.rate AS usd
-FROM orders AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r
-ON o.currency = r.currency;
+PIPELINE = ORDERS_AND_RATES + ENRICHED + """
 CREATE VIEW per_currency AS
 SELECT window_start, window_end, currency, COUNT(*) AS orders, SUM(usd) AS usd
 FROM TABLE(TUMBLE(TABLE enriched, DESCRIPTOR(order_time), INTERVAL '10' MINUTES))

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from _crash import REPO
-from _orders_and_rates import ORDERS_AND_RATES, at, order_row, rate_row
+from _orders_and_rates import ENRICHED, ORDERS_AND_RATES, at, order_row, rate_row
 from dagster import AssetKey, DagsterInstance, Definitions, in_process_executor
 from deltalake import DeltaTable, write_deltalake
 from deltatables import as_table, table_rows, write_commits
@@ -201,11 +201,7 @@ def test_a_later_hop_that_cannot_be_restated_is_named_before_anything_is_written
     assert DeltaTable(str(output_path(lake.root, "per_ten"))).version() == version
 
 
-ENRICHED = ORDERS_AND_RATES + """
-CREATE VIEW enriched AS
-SELECT o.order_id, o.currency, o.amount, o.order_time, r.rate, o.amount * r.rate AS usd
-FROM orders AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r
-ON o.currency = r.currency;
+PIPELINE_DDL = ORDERS_AND_RATES + ENRICHED + """
 CREATE VIEW usd_per_quarter AS
 SELECT window_start, window_end, currency, SUM(usd) AS usd, COUNT(*) AS orders
 FROM TABLE(TUMBLE(TABLE enriched, DESCRIPTOR(order_time), INTERVAL '15' MINUTES))
@@ -222,7 +218,7 @@ def test_a_replayed_range_goes_through_a_temporal_join_and_a_window_as_changes(
     09:45 are joined (rates' watermark is at 10:00); the re-export of [09:10, 09:30)
     corrects order 2, drops order 3 and adds order 7, which the first export missed."""
     lake = Catalog(tmp_path, spark)
-    lake.declare(ENRICHED)
+    lake.declare(PIPELINE_DDL)
     write_commits(tmp_path / "rates", [[rate_row("EUR", 2, 0), rate_row("EUR", 3, 20),
                                         rate_row("GBP", 1, 60)]])
     orders = [order_row(1, 10, 5), order_row(2, 20, 15), order_row(3, 30, 25),

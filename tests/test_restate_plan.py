@@ -25,6 +25,16 @@ from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.restate_plan import plan_restatement, run_restatement
 from chronolake.runtime.result import RunStatus
 
+
+def _joined(view: str, source: str) -> str:
+    """A view of `source`'s orders with the rate valid at their time."""
+    return f"""
+CREATE VIEW {view} AS
+SELECT o.order_id, o.amount * r.rate AS usd, o.order_time
+FROM {source} AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r
+ON o.currency = r.currency;"""
+
+
 DDL = ORDERS_AND_RATES + """
 CREATE TABLE raw_orders (
   order_id BIGINT, currency STRING, amount BIGINT, order_time TIMESTAMP(3),
@@ -33,20 +43,11 @@ CREATE TABLE raw_orders (
 CREATE VIEW per_window AS
 SELECT window_start, window_end, SUM(amount) AS amount, COUNT(*) AS orders
 FROM TABLE(TUMBLE(TABLE raw_orders, DESCRIPTOR(order_time), INTERVAL '10' MINUTES))
-GROUP BY window_start, window_end;
-CREATE VIEW raw_enriched AS
-SELECT o.order_id, o.amount * r.rate AS usd, o.order_time
-FROM raw_orders AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r
-ON o.currency = r.currency;
+GROUP BY window_start, window_end;""" + _joined("raw_enriched", "raw_orders") + """
 CREATE VIEW hourly_usd AS
 SELECT window_start, window_end, SUM(usd) AS usd
 FROM TABLE(TUMBLE(TABLE raw_enriched, DESCRIPTOR(order_time), INTERVAL '1' HOUR))
-GROUP BY window_start, window_end;
-CREATE VIEW enriched AS
-SELECT o.order_id, o.amount * r.rate AS usd, o.order_time
-FROM orders AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r
-ON o.currency = r.currency;
-"""
+GROUP BY window_start, window_end;""" + _joined("enriched", "orders")
 ORDERS = [order_row(1, 10, 5), order_row(2, 20, 15), order_row(3, 30, 25), order_row(4, 40, 35)]
 IN_RANGE = "order_time >= '2026-11-02 09:10:00' AND order_time < '2026-11-02 09:30:00'"
 DOWNSTREAM = ("raw_enriched", "hourly_usd", "per_window")  # hourly_usd after what it reads
