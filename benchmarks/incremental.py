@@ -121,7 +121,8 @@ def _rates(
 
 def _ascending(rng: np.random.Generator, rows: int, start_us: int, span_us: int) -> np.ndarray:
     """Times rising through the span with up to 2 s of disorder, as a stream arrives."""
-    steps = start_us + np.arange(rows, dtype=np.int64) * span_us // max(rows, 1)
+    # in floating point: rows * span_us overflows 64 bits from about 3.5M rows over 30 days
+    steps = start_us + (np.arange(rows) * (span_us / max(rows, 1))).astype(np.int64)
     return steps + rng.integers(0, 2_000_000, rows, dtype=np.int64)
 
 
