@@ -44,6 +44,7 @@ from chronolake.lake.multisets import ROW_IDENTITY, row_changes
 from chronolake.lake.stamps import (
     input_versions_stamp,
     partitions_stamp,
+    restated_commits,
     restated_stamp,
     watermark_stamp,
 )
@@ -67,7 +68,7 @@ from chronolake.runtime.operators import operator_for
 from chronolake.runtime.output_figures import KIND_FIGURES, OutputFigures
 from chronolake.runtime.partition_figures import partition_figures
 from chronolake.runtime.restate_check import AcceptedRewrite
-from chronolake.runtime.restate_next import first_restated, restated_input
+from chronolake.runtime.restate_next import restated_input
 from chronolake.runtime.restate_run import can_restate, region_read, restated_region
 from chronolake.runtime.result import RunResult, RunStatus
 from chronolake.runtime.reuse import reused
@@ -445,15 +446,15 @@ class DerivedTable:
                 continue
             if not can_restate(self.view, self.operator, table.name.lower()):
                 return None  # it reads the changes, as it did before restatements
-            first = first_restated(self.catalog, table, consumed_version=position.version,
-                                   end_version=ends[name])
-            if first is None:
+            spans = restated_commits(self.catalog.backend, self.catalog.table_path(table),
+                                     position.version + 1, ends[name])
+            if not spans:
                 continue
-            if first > position.version + 1:
-                ends[name] = first - 1
+            if min(spans) > position.version + 1:
+                ends[name] = min(spans) - 1
                 continue
             rewrite = restated_input(self.catalog, table, consumed_version=position.version,
-                                     end_version=ends[name])
+                                     spans=spans)
             assert rewrite is not None  # the next commit is a restatement's
             return self._restate_intent(number, rewrite)
         return None
@@ -562,15 +563,14 @@ class DerivedTable:
     def restatement_unread(self) -> bool:
         """Whether a derived input has a restatement's commit this view has not read yet
         (one read of each such input's log)."""
-        consumed = self.consumed()
-        for spec in self.inputs.values():
-            table = spec.changelog_table
-            after = consumed.get(table.name.lower(), -1)
-            latest = self.catalog.backend.latest_version(self.catalog.table_path(table))
-            if table.derived and first_restated(self.catalog, table, consumed_version=after,
-                                                end_version=latest) is not None:
-                return True
-        return False
+        consumed, backend = self.consumed(), self.catalog.backend
+        derived = [spec.changelog_table for spec in self.inputs.values()
+                   if spec.changelog_table.derived]  # only their logs are read
+        return any(
+            restated_commits(backend, path, consumed.get(table.name.lower(), -1) + 1,
+                             backend.latest_version(path))
+            for table in derived for path in [self.catalog.table_path(table)]
+        )
 
     def interrupted_run(self) -> RunIntent | None:
         """The intent of a run killed after recording it, which the next run finishes first

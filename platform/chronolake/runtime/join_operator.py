@@ -114,18 +114,15 @@ class TemporalJoinOperator(Operator):
                              *region.input_span)
             held = pending.where(~F.coalesce(in_span, F.lit(False))).unionByName(held)
         released, kept = held.where(rowtime_ms <= ending), held.where(rowtime_ms > ending)
-        history, versions = context.history(), context.state("versions")
-        events = history if history is not None else versions
-        assert events is not None, "a join that ran keeps its versions"
-        needed = history_for_late_rows(events, ready, self.plan)
+        versions, history = context.state("versions"), context.history()
+        assert versions is not None, "an event-time join that ran keeps its versions"
+        needed = history_for_late_rows(versions if history is None else history, ready,
+                                       self.plan)
         output = join_query(self.plan, without_annotations(ready),
                             matched_versions(self.plan, ready, needed))
-        emitted = None
-        if versions is not None:  # as an ordinary run emits them: from state's versions
-            emitted = join_query(self.plan, without_annotations(released),
-                                 matched_versions(self.plan, released, versions),
-                                 changelog=True)
-        state = {"pending": kept} if versions is None else {"pending": kept, "versions": versions}
+        emitted = join_query(self.plan, without_annotations(released),  # as a run emits them
+                             matched_versions(self.plan, released, versions), changelog=True)
+        state = {"pending": kept, "versions": versions}
         counts = count_figures({"rows_in": rows, "pending_rows": kept})
         figures = {**counts, "late_rows": 0, "state_rows": counts["pending_rows"]}
         return Restated(output=output, state=state, figures=figures, emitted=emitted)

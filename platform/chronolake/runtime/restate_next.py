@@ -10,30 +10,30 @@ so a hop left behind by a killed restatement is finished by its next run.
 
 from __future__ import annotations
 
-from itertools import takewhile
+from collections.abc import Mapping
+from itertools import count, takewhile
 
 from pyspark.sql import functions as F
 
 from chronolake.catalog import Catalog
 from chronolake.lake.changelog import ADDITIONS, ROW_KIND
-from chronolake.lake.stamps import restated_commits
+from chronolake.lake.stamps import RestatedSpan
 from chronolake.runtime.restate_check import AcceptedRewrite
 from chronolake.schema import TableSpec
 
 
 def restated_input(
-    catalog: Catalog, spec: TableSpec, *, consumed_version: int, end_version: int
+    catalog: Catalog, spec: TableSpec, *, consumed_version: int, spans: Mapping[int, RestatedSpan]
 ) -> AcceptedRewrite | None:
     """The restatement that a reader of derived table `spec`, which last consumed
-    `consumed_version`, restates next: the restated commits right after that version, over
-    the union of the ranges they stamped, with their changes counted (one Spark job, one row
-    to the driver). None when the next commit up to `end_version` is an ordinary run's."""
-    path = catalog.table_path(spec)
-    spans = restated_commits(catalog.backend, path, consumed_version + 1, end_version)
-    versions = list(takewhile(spans.__contains__, range(consumed_version + 1, end_version + 1)))
+    `consumed_version`, restates next: among `spans` (`restated_commits` of the versions
+    after it), the restated commits right after that version, over the union of the ranges
+    they stamped, with their changes counted (one Spark job, one row to the driver). None
+    when the next commit is an ordinary run's."""
+    versions = list(takewhile(spans.__contains__, count(consumed_version + 1)))
     if not versions:
         return None
-    changes = catalog.backend.changes(path, versions[0], versions[-1])
+    changes = catalog.backend.changes(catalog.table_path(spec), versions[0], versions[-1])
     added = F.col(ROW_KIND).isin(*ADDITIONS)
     [counted] = changes.agg(  # one row of figures
         F.count(F.when(~added, 1)).alias("removed"), F.count(F.when(added, 1)).alias("added"),
@@ -44,13 +44,3 @@ def restated_input(
         max(spans[version].end_ms for version in versions),
         counted["removed"], counted["added"],
     )
-
-
-def first_restated(
-    catalog: Catalog, spec: TableSpec, *, consumed_version: int, end_version: int
-) -> int | None:
-    """The first restatement's commit of derived table `spec` after `consumed_version` up to
-    `end_version` (one read of its log); None when there is none."""
-    spans = restated_commits(catalog.backend, catalog.table_path(spec), consumed_version + 1,
-                             end_version)
-    return min(spans, default=None)
