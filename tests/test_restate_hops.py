@@ -13,7 +13,7 @@ windows of their `rowtime` (`per_half_hour`). The upstream system re-exports [09
 from __future__ import annotations
 
 import json
-from datetime import UTC
+from datetime import UTC, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ import pyarrow as pa
 import pytest
 from _crash import REPO
 from _orders_and_rates import ENRICHED, ORDERS_AND_RATES, at, order_row, rate_row
+from _partitioned_platform import hourly_platform, lake_definitions
 from dagster import AssetKey, DagsterInstance, Definitions, in_process_executor
 from deltalake import DeltaTable, write_deltalake
 from deltatables import as_table, table_rows, write_commits
@@ -29,10 +30,11 @@ from pyspark.sql import SparkSession
 
 from chronolake import Catalog
 from chronolake.dagster import LakeResource, chronolake_assets, local_pyspark_resource
-from chronolake.demo.lake import ORDERS_SCHEMA, build_demo_lake
+from chronolake.dagster.restating import RESTATE_TAG
+from chronolake.demo.lake import DEMO_START, ORDERS_SCHEMA, build_demo_lake, feed_demo_lake
 from chronolake.errors import DefinitionError
 from chronolake.lake.layout import late_path, output_path
-from chronolake.lake.stamps import RESTATED_KEY
+from chronolake.lake.stamps import RESTATED_KEY, RestatedSpan, restated_commits
 from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.restate_plan import plan_restatement, run_restatement
 from chronolake.runtime.result import RunStatus
@@ -110,6 +112,7 @@ def _minute(moment: Any) -> int:
     return int((moment - at(0)).total_seconds() // 60)
 
 
+@pytest.mark.lake_contract  # Delta's MERGE restates on delta-spark
 def test_a_replayed_range_goes_through_two_hops_as_changes_and_equals_a_recompute(
     lake: Catalog,
 ) -> None:
@@ -130,9 +133,11 @@ def test_a_replayed_range_goes_through_two_hops_as_changes_and_equals_a_recomput
         ("update_preimage", 0, "EUR", 60, 3), ("update_postimage", 0, "EUR", 31, 2),
         ("insert", 0, "GBP", 5, 1),
     }  # the 09:30 windows are not touched
-    info = DeltaTable(str(output_path(lake.root, "per_half_hour"))).history(1)[0]
-    assert json.loads(info[RESTATED_KEY]) == {  # the range of per_ten it restated, as stamped
-        "source": "per_ten", "fromMillis": ms(30) - 1, "toMillis": ms(30)}
+    version = second.output_version
+    assert version is not None
+    assert restated_commits(lake.backend, output_path(lake.root, "per_half_hour"), version,
+                            version) == {  # the range of per_ten it restated, as stamped
+        version: RestatedSpan("per_ten", ms(30) - 1, ms(30))}
     restated = {view: rows(lake, view) for view in VIEWS}
     late = str(late_path(lake.root, "per_half_hour"))
     assert not DeltaTable.is_deltatable(late) or table_rows(late).num_rows == 0
@@ -210,6 +215,7 @@ GROUP BY window_start, window_end, currency;
 PIPELINE = ("enriched", "usd_per_quarter")
 
 
+@pytest.mark.lake_contract  # Delta's MERGE restates on delta-spark
 def test_a_replayed_range_goes_through_a_temporal_join_and_a_window_as_changes(
     tmp_path: Path, spark: SparkSession,
 ) -> None:
@@ -273,19 +279,7 @@ def test_the_reference_platform_restates_a_replayed_quarter_hour_through_every_h
     lake.declare((REPO / "assets" / "platform.sql").read_text())
     for view in (*REFERENCE, "orders_enriched_latest"):
         DerivedTable(lake, view).run()
-    orders = tmp_path / "orders"
-    kept = DeltaTable(str(orders)).to_pyarrow_table(filters=[
-        ("order_time", ">=", pa.scalar(at(15), pa.timestamp("us"))),
-        ("order_time", "<", pa.scalar(at(30), pa.timestamp("us")))]).to_pylist()
-    replayed = [
-        {**row, "amount": row["amount"] + 1 if index % 7 == 0 else row["amount"]}
-        for index, row in enumerate(kept) if index % 10
-    ] + [{"order_id": 10_000 + i, "currency": "EUR", "amount": Decimal("12.50"),
-          "order_time": at(minute)} for i, minute in enumerate((16, 22, 29))]
-    write_deltalake(str(orders), pa.Table.from_pylist(replayed, ORDERS_SCHEMA),
-                    mode="overwrite", predicate=(
-                        f"order_time >= '{at(15):%Y-%m-%d %H:%M:%S}' AND "
-                        f"order_time < '{at(30):%Y-%m-%d %H:%M:%S}'"))
+    _replay_a_quarter_hour(tmp_path / "orders")
 
     before = {view: _region_rows(lake, view, inside=False) for view in REFERENCE}
 
@@ -300,6 +294,79 @@ def test_the_reference_platform_restates_a_replayed_quarter_hour_through_every_h
         DerivedTable(lake, view).run(full_refresh=True)
     # inside the region, equal to a recompute (outside, the incremental runs' rows stay)
     assert restated == {view: _region_rows(lake, view) for view in REFERENCE}
+
+
+def _replay_a_quarter_hour(orders: Path) -> None:
+    """The upstream system replays [09:15, 09:30) of `orders`: every tenth order gone, every
+    seventh corrected, three new ones (a predicate overwrite)."""
+    kept = DeltaTable(str(orders)).to_pyarrow_table(filters=[
+        ("order_time", ">=", pa.scalar(at(15), pa.timestamp("us"))),
+        ("order_time", "<", pa.scalar(at(30), pa.timestamp("us")))]).to_pylist()
+    replayed = [
+        {**row, "amount": row["amount"] + 1 if index % 7 == 0 else row["amount"]}
+        for index, row in enumerate(kept) if index % 10
+    ] + [{"order_id": 10_000 + i, "currency": "EUR", "amount": Decimal("12.50"),
+          "order_time": at(minute)} for i, minute in enumerate((16, 22, 29))]
+    write_deltalake(str(orders), pa.Table.from_pylist(replayed, ORDERS_SCHEMA),
+                    mode="overwrite", predicate=(
+                        f"order_time >= '{at(15):%Y-%m-%d %H:%M:%S}' AND "
+                        f"order_time < '{at(30):%Y-%m-%d %H:%M:%S}'"))
+
+
+def test_a_backfill_tagged_to_restate_restates_its_partitions_and_records_them_again(
+    tmp_path: Path, spark: SparkSession,
+) -> None:
+    """The join partitioned by the hour, run by Dagster; the upstream system replays a
+    quarter of the 09:00 hour; a backfill of that partition tagged `chronolake/restate=orders`
+    restates it: the hour is recorded again with its changes by kind, no other is, and the
+    window over the join restates what the join changed in its next run."""
+    build_demo_lake(tmp_path)
+    feed_demo_lake(tmp_path, seed=0, now=DEMO_START + timedelta(hours=2))
+    lake = Catalog(tmp_path, spark)
+    lake.declare(hourly_platform())
+    instance = DagsterInstance.ephemeral()
+    job = lake_definitions(tmp_path).resolve_implicit_global_asset_job_def()
+    assert job.execute_in_process(instance=instance).success
+    enriched, window = AssetKey("orders_enriched"), AssetKey("revenue_per_currency")
+    views = ("orders_enriched", "revenue_per_currency")
+    recorded = len(_partition_records(instance, enriched))
+    _replay_a_quarter_hour(tmp_path / "orders")
+    before = {view: _region_rows(lake, view, inside=False) for view in views}
+
+    untargeted = job.execute_in_process(instance=instance, asset_selection=[enriched],
+                                        tags={RESTATE_TAG: "orders"}, raise_on_error=False)
+    assert not untargeted.success
+    [failure] = [event for event in untargeted.all_events if event.is_step_failure]
+    assert ("tagged chronolake/restate=orders but was launched for no partition"
+            in failure.step_failure_data.error.to_string())
+
+    hour = "2026-11-02-09:00"
+    backfill = job.execute_in_process(instance=instance, asset_selection=[enriched], tags={
+        RESTATE_TAG: "orders",  # a single-run backfill of the hour: Dagster's range tags
+        "dagster/asset_partition_range_start": hour, "dagster/asset_partition_range_end": hour,
+    })
+    assert backfill.success
+    again = _partition_records(instance, enriched)[recorded:]
+    assert {partition for partition, _ in again} == {hour}  # the commit's, and the launch's
+    [metadata] = [metadata for _, metadata in again
+                  if metadata.get("chronolake/partition") == "changed"]
+    assert metadata["-D"] >= 1 and metadata["-U"] == metadata["+U"] >= 1 and metadata["+I"] == 3
+    assert job.execute_in_process(instance=instance, asset_selection=[window]).success
+
+    restated = {view: _region_rows(lake, view) for view in views}
+    assert {view: _region_rows(lake, view, inside=False) for view in views} == before
+    for view in views:
+        DerivedTable(lake, view).run(full_refresh=True)
+    assert restated == {view: _region_rows(lake, view) for view in views}
+
+
+def _partition_records(instance: DagsterInstance, key: AssetKey
+                       ) -> list[tuple[str, dict[str, Any]]]:
+    """The asset's materializations of a partition, oldest first, with their metadata."""
+    records = instance.fetch_materializations(key, limit=10_000, ascending=True).records
+    return [(m.partition, {name: value.value for name, value in m.metadata.items()})
+            for record in records
+            if (m := record.asset_materialization) is not None and m.partition is not None]
 
 
 def _region_rows(catalog: Catalog, view: str, *, inside: bool = True) -> list[tuple[Any, ...]]:

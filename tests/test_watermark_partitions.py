@@ -6,23 +6,22 @@ made outside Dagster are recorded by the reconciling sensor."""
 from __future__ import annotations
 
 import random
-import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from _partitioned_platform import HOURLY, ROOT, hourly_platform, lake_definitions, with_options
 from dagster import (
     AssetKey,
     DagsterInstance,
     Definitions,
     build_sensor_context,
-    in_process_executor,
 )
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from chronolake import Catalog
-from chronolake.dagster import LakeResource, chronolake_assets, local_pyspark_resource
+from chronolake.dagster import LakeResource, chronolake_assets
 from chronolake.dagster.partitions import LATE_PARTITIONS_CHECK, reconcile_sensor
 from chronolake.demo.lake import (
     DEMO_START,
@@ -39,32 +38,6 @@ from chronolake.schema import TimeOptions, TimePartitions, ViewSpec
 from chronolake.watermarks.partitions import windows_between
 
 pytestmark = pytest.mark.slow
-
-ROOT = Path(__file__).resolve().parent.parent
-HOURLY = "'partition.time.schedule' = 'hourly', 'partition.time.start' = '2026-11-02'"
-
-
-def _platform() -> str:
-    """The reference platform's sources, its temporal join, partitioned by the hour, and the
-    window aggregate over the join (unpartitioned)."""
-    ddl = (ROOT / "assets" / "platform.sql").read_text()
-    head = ddl[: ddl.index("CREATE TABLE rates_hybrid")]
-    join = ddl[ddl.index("CREATE VIEW orders_enriched"):ddl.index("-- Each order with the latest")]
-    return head + _with(join, "orders_enriched", HOURLY) + ddl[ddl.index("-- The second hop"):]
-
-
-def _with(statement: str, view: str, options: str) -> str:
-    """`CREATE VIEW view ... AS` with exactly `options` as its WITH options."""
-    return re.sub(rf"CREATE VIEW {view}\b.*?\bAS\n", f"CREATE VIEW {view} WITH ({options}) AS\n",
-                  statement, count=1, flags=re.S)
-
-
-def _definitions(lake: Path) -> Definitions:
-    return Definitions(
-        assets=chronolake_assets(lake), executor=in_process_executor,
-        resources={"lake": LakeResource(root=str(lake)), "pyspark": local_pyspark_resource()},
-    )
-
 
 def _closed(lake: Path) -> set[str]:
     """Every hour whose end the stamped watermark of `orders_enriched` has reached."""
@@ -97,9 +70,9 @@ def test_a_launched_partition_records_only_what_the_watermark_closed(
 ) -> None:
     build_demo_lake(tmp_path)
     feed_demo_lake(tmp_path, seed=0, now=DEMO_START + timedelta(hours=2))
-    Catalog(tmp_path, spark).declare(_platform())
+    Catalog(tmp_path, spark).declare(hourly_platform())
     instance = DagsterInstance.ephemeral()
-    job = _definitions(tmp_path).resolve_implicit_global_asset_job_def()
+    job = lake_definitions(tmp_path).resolve_implicit_global_asset_job_def()
     open_hour = "2026-11-02-10:00"  # the orders end within it
     result = job.execute_in_process(instance=instance, partition_key=open_hour,
                                     asset_selection=[AssetKey("orders_enriched")])
@@ -146,9 +119,9 @@ def test_late_rows_a_window_sends_aside_are_counted_per_partition(
     window = ddl[ddl.index("CREATE VIEW orders_per_currency"):ddl.index("-- The second hop")]
     build_demo_lake(tmp_path)
     feed_demo_lake(tmp_path, seed=0, now=DEMO_START + timedelta(hours=2))
-    Catalog(tmp_path, spark).declare(head + _with(window, "orders_per_currency", HOURLY))
+    Catalog(tmp_path, spark).declare(head + with_options(window, "orders_per_currency", HOURLY))
     instance = DagsterInstance.ephemeral()
-    job = _definitions(tmp_path).resolve_implicit_global_asset_job_def()
+    job = lake_definitions(tmp_path).resolve_implicit_global_asset_job_def()
     view = [AssetKey("orders_per_currency")]
     assert job.execute_in_process(instance=instance, asset_selection=view).success
     # 40 orders of 09:00-09:10, whose window was emitted: late, in the 09:00 partition
@@ -180,7 +153,7 @@ def test_the_sensor_records_commits_made_outside_dagster_once(
     build_demo_lake(tmp_path)
     feed_demo_lake(tmp_path, seed=0, now=DEMO_START + timedelta(hours=2))  # 09:00 completes
     catalog = Catalog(tmp_path, spark)
-    catalog.declare(_platform())
+    catalog.declare(hourly_platform())
     DerivedTable(catalog, "orders_enriched").run()  # `chronolake run`, a notebook
     instance = DagsterInstance.ephemeral()
     sensor = reconcile_sensor(catalog.root)
@@ -196,7 +169,7 @@ def test_the_sensor_records_commits_made_outside_dagster_once(
 
 def test_partitions_are_declared_on_a_time_the_watermark_bounds(spark: SparkSession) -> None:
     catalog = Catalog(Path("/nonexistent"), spark)
-    orders = _platform()[: _platform().index("CREATE TABLE rates")]
+    orders = hourly_platform()[: hourly_platform().index("CREATE TABLE rates")]
     with pytest.raises(DefinitionError, match=r"view 'v' is computed on read"):
         catalog.declare(orders + f"CREATE VIEW v WITH ({HOURLY}) AS SELECT * FROM orders;")
     with pytest.raises(DefinitionError, match=r"'partition.time.column' = 'order_id' is not"):
@@ -226,7 +199,7 @@ def test_a_partitioned_source_records_the_hours_its_watermark_closed(tmp_path: P
     the sensor records the hours it closed, observing reports their data versions, no Spark."""
     build_demo_lake(tmp_path)
     feed_demo_lake(tmp_path, seed=0, now=DEMO_START + timedelta(hours=2))
-    ddl = _platform()[: _platform().index("-- Currency rates")].replace(
+    ddl = hourly_platform()[: hourly_platform().index("-- Currency rates")].replace(
         "'changelog' = 'cdf',", f"'changelog' = 'cdf', {HOURLY},")
     Catalog(tmp_path).declare(ddl)
     instance = DagsterInstance.ephemeral()
@@ -248,7 +221,7 @@ def test_a_partitioned_source_records_the_hours_its_watermark_closed(tmp_path: P
 
 def test_partitions_declared_in_python_are_resolved_as_in_ddl(tmp_path: Path) -> None:
     catalog = Catalog(tmp_path)
-    [orders] = catalog.declare(_platform()[: _platform().index("-- Currency rates")])
+    [orders] = catalog.declare(hourly_platform()[: hourly_platform().index("-- Currency rates")])
     hourly = TimeOptions(partitions=TimePartitions(schedule="hourly", start="2026-11-02"))
     registered = catalog.register(orders.model_copy(update={"time": hourly}), replace=True)
     assert registered.time.partitions is not None

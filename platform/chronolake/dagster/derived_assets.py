@@ -68,10 +68,12 @@ from chronolake.dagster.partitions import (
     committed_stamps,
     late_partitions_check_spec,
     late_rows_per_partition,
+    launched_span,
     partition_materializations,
     recorded_version,
 )
 from chronolake.dagster.resources import LakeResource
+from chronolake.dagster.restating import launched_restatement
 from chronolake.dagster.spark_jobs import StageCost, counted_stage
 from chronolake.runtime.derived import DerivedTable, RunPlan
 from chronolake.runtime.inputs import ChangelogRead, InputRead
@@ -139,7 +141,10 @@ def read_changelog(
     derived = DerivedTable(catalog, config.view, on_source_overwrite=config.on_source_overwrite)
     run = StagedRun(derived)
     with run.stage(context, READ_STAGE):
-        run.plan = derived.prepare(full_refresh=config.full_refresh)
+        # a backfill tagged to restate its partitions: one run, not stages
+        run.restated = launched_restatement(context, derived)
+        if run.restated is None:
+            run.plan = derived.prepare(full_refresh=config.full_refresh)
         if run.plan is not None and run.plan.intent.restate is not None:
             # the next hop of a restatement: one run, not stages (`runtime/restate_next.py`)
             run.restated, run.plan = derived.run(full_refresh=config.full_refresh), None
@@ -286,11 +291,10 @@ def _targeted_incomplete(
 ) -> list[str]:
     """The partitions this run was launched for that the watermark has not closed (a run of
     no partition targets none)."""
-    if not (context.has_partition_key or context.has_partition_key_range):
+    span = launched_span(context)
+    if span is None:
         return []
-    span = context.partition_time_window
-    targeted = windows_between(partitions, round(span.start.timestamp() * 1000),
-                               round(span.end.timestamp() * 1000))
+    targeted = windows_between(partitions, *span)
     closed = {window.key for window in complete(targeted, windows, watermark_ms)}
     return [window.key for window in targeted if window.key not in closed]
 

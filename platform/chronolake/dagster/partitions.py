@@ -24,6 +24,7 @@ from dagster import (
     DagsterInstance,
     DefaultSensorStatus,
     MetadataValue,
+    OpExecutionContext,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
@@ -50,6 +51,16 @@ def asset_partitions(spec: TableSpec | ViewSpec) -> TimeWindowPartitionsDefiniti
     """The time window partitions `spec` declares (None: not partitioned)."""
     partitions = spec.time.partitions
     return None if partitions is None else partitions_definition(partitions)
+
+
+def launched_span(context: OpExecutionContext) -> tuple[int, int] | None:
+    """The time the partitions a run was launched for span, [start, end) in epoch ms (a
+    backfill of a range: from its first partition's start to its last one's end); None for a
+    run launched for no partition."""
+    if not (context.has_partition_key or context.has_partition_key_range):
+        return None
+    window = context.partition_time_window
+    return round(window.start.timestamp() * 1000), round(window.end.timestamp() * 1000)
 
 
 def partition_materializations(name: str, stamps: Iterable[Stamp]) -> list[AssetMaterialization]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from chronolake.lake.delta_log import log_file_name
@@ -29,12 +29,14 @@ class CommitConflict(Exception):
 @dataclass(frozen=True, slots=True)
 class DataFile:
     """A file of the commit, relative to the table root; `deletion_vector` is the descriptor
-    of the rows deleted from it (an `add` or `remove` of a file and its deletion vector)."""
+    of the rows deleted from it (an `add` or `remove` of a file and its deletion vector);
+    `bounds` its columns' `minValues`, `maxValues` and `nullCount` (`file_stats`) when known."""
 
     path: str
     size: int
     rows: int = 0
     deletion_vector: Mapping[str, object] | None = None
+    bounds: Mapping[str, object] = field(default_factory=dict)
 
     def entry(self) -> dict[str, object]:
         """The fields an `add` or `remove` of the file logs."""
@@ -69,7 +71,8 @@ def write_commit(
         *({"remove": {**f.entry(), "deletionTimestamp": now, "extendedFileMetadata": True}}
           for f in removes),
         *({"add": {**f.entry(), "modificationTime": now, "stats": json.dumps(
-            {"numRecords": f.rows} | ({"tightBounds": False} if f.deletion_vector else {}))}}
+            {"numRecords": f.rows, **f.bounds}
+            | ({"tightBounds": False} if f.deletion_vector else {}))}}
           for f in adds),
         *({"cdc": {"path": quote(f.path), "partitionValues": {}, "size": f.size,
                    "dataChange": False}}

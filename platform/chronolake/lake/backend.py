@@ -38,6 +38,7 @@ from chronolake.lake.delta_log import (
     LogCommit,
 )
 from chronolake.lake.features import check_readable
+from chronolake.lake.file_span import FileSpan
 from chronolake.lake.files import (
     RowFilter,
     TaggedFile,
@@ -122,16 +123,22 @@ class LakeBackend(ABC):
         versions count from 0 again, has another."""
 
     @abstractmethod
-    def snapshot(self, path: LocationLike, version: int | None = None) -> DataFrame:
-        """The table's rows at `version` (latest when None), with its Delta schema."""
+    def snapshot(
+        self, path: LocationLike, version: int | None = None, *, span: FileSpan | None = None
+    ) -> DataFrame:
+        """The table's rows at `version` (latest when None), with its Delta schema; with a
+        `span`, only the rows of the files that may hold rows in it (`FileSpan`)."""
 
     @abstractmethod
-    def arrival_snapshot(self, path: LocationLike, version: int) -> DataFrame:
+    def arrival_snapshot(
+        self, path: LocationLike, version: int, *, span: FileSpan | None = None
+    ) -> DataFrame:
         """The table's rows at `version`, as `snapshot`, plus `_position`: the order the rows
         arrived in (a later arrival has a greater position). Rows are ordered by the commit
         that added their file, then the file's place among that commit's adds
         (`_arrival_ranks`), then the row's place in the file: a key written in several
-        commits has its latest write last, whatever order Spark reads the files in.
+        commits has its latest write last, whatever order Spark reads the files in. A `span`
+        skips files as `snapshot`'s does; the positions stay those of the whole table.
         """
 
     @abstractmethod
@@ -184,6 +191,7 @@ class LakeBackend(ABC):
         app_id: str,
         app_version: int,
         commit_info: Mapping[str, str] | None = None,
+        span: FileSpan | None = None,
     ) -> int | None:
         """Apply a batch of changes (the table's columns plus `_row_kind` and arrival order)
         to the table keyed by `key`, in one commit with the change data feed on (see
@@ -191,6 +199,8 @@ class LakeBackend(ABC):
         version, or None when that transaction is already in the table. Creates the table
         when `path` holds none. `retracting` says whether the batch holds -U, +U or -D rows
         (the run's figures know it): a batch of inserts only is appended, rewriting nothing.
+        A `span` that holds every stored row of the batch's keys limits the stored rows read
+        to the files that may hold rows in it (a restatement's region).
         """
 
     def commit_infos(

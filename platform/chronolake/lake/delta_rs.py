@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -35,6 +36,7 @@ from chronolake.lake.delta_log import (
     LogCommit,
 )
 from chronolake.lake.features import check_readable, check_removable, check_writable
+from chronolake.lake.file_span import FileSpan
 from chronolake.lake.files import (
     DELETED_FILE,
     DELETED_ROW,
@@ -57,7 +59,9 @@ from chronolake.lake.upserts import (
     final_rows,
 )
 from chronolake.location import Location, LocationLike
-from chronolake.spark.session import without_constraint_propagation
+from chronolake.spark.session import session_settings, without_constraint_propagation
+
+_TIMESTAMP_TYPE = "spark.sql.parquet.outputTimestampType"
 
 
 class DeltaRsBackend(LakeBackend):
@@ -80,19 +84,25 @@ class DeltaRsBackend(LakeBackend):
     def table_id(self, path: LocationLike) -> str:
         return str(self._open(path, with_files=False).metadata().id)
 
-    def snapshot(self, path: LocationLike, version: int | None = None) -> DataFrame:
-        rows, schema = self._tagged_snapshot(path, version, in_arrival_order=False)
+    def snapshot(
+        self, path: LocationLike, version: int | None = None, *, span: FileSpan | None = None
+    ) -> DataFrame:
+        rows, schema = self._tagged_snapshot(path, version, in_arrival_order=False, span=span)
         return rows.select(*(f"`{name}`" for name in schema.fieldNames()))
 
-    def arrival_snapshot(self, path: LocationLike, version: int) -> DataFrame:
-        rows, schema = self._tagged_snapshot(path, version, in_arrival_order=True)
+    def arrival_snapshot(
+        self, path: LocationLike, version: int, *, span: FileSpan | None = None
+    ) -> DataFrame:
+        rows, schema = self._tagged_snapshot(path, version, in_arrival_order=True, span=span)
         return rows.select(*(f"`{name}`" for name in schema.fieldNames()), POSITION)
 
     def _tagged_snapshot(
-        self, path: LocationLike, version: int | None, *, in_arrival_order: bool
+        self, path: LocationLike, version: int | None, *, in_arrival_order: bool,
+        span: FileSpan | None,
     ) -> tuple[DataFrame, StructType]:
         """The active files' rows, tagged (`read_tagged_files`); their `_position` follows
-        the files' arrival order when `in_arrival_order`, else it is meaningless."""
+        the files' arrival order when `in_arrival_order`, else it is meaningless. A `span`
+        leaves out the files whose logged min and max lie outside it."""
         table = self._open(path, version)
         metadata = self._readable_metadata(path, table.version())
         # The active files and their partition values: metadata-sized, read on the driver.
@@ -118,6 +128,9 @@ class DeltaRsBackend(LakeBackend):
             )
             for logged_path, values, order in zip(logged, partitions, orders, strict=True)
         ]
+        if span is not None:
+            files = [file for file, kept in zip(files, span.overlapping(actions), strict=True)
+                     if kept]
         self._check_files_exist(path, files)
         rows = read_tagged_files(
             self.spark,
@@ -197,6 +210,7 @@ class DeltaRsBackend(LakeBackend):
         app_id: str,
         app_version: int,
         commit_info: Mapping[str, str] | None = None,
+        span: FileSpan | None = None,
     ) -> int | None:
         """Copy-on-write or deletion vectors, per data file (`chronolake.lake.upserts`):
         Spark writes the new rows and the change data files; the commit (remove, add with
@@ -208,7 +222,7 @@ class DeltaRsBackend(LakeBackend):
         table = _create_if_missing(changes.select(*columns), storage, (), enable_cdf=True)
         if is_committed(table, app_id, app_version):
             return None
-        files = _active_files(table) if retracting else {}
+        files = _active_files(table, span) if retracting else {}
         if not files:  # nothing to rewrite: an append of what the batch leaves
             rows = final_rows(changes, key) if retracting else additions(changes)
             return self.append_dataframe(
@@ -233,8 +247,7 @@ class DeltaRsBackend(LakeBackend):
         if upsert.rewritten_files or upsert.deleted_rows:
             check_removable(root.location, table.version(), table.metadata().configuration,
                             "applying this run's updates and deletes")
-        adds = [DataFile(a.path, a.size, json.loads(a.stats)["numRecords"])
-                for a in _write_files(upsert.rows, root, [])]
+        adds = [_data_file(a) for a in _write_files(upsert.rows, root, [])]
         change_data = _write_change_data(upsert.change_data, root)
         marked = sorted(upsert.deleted_rows)
         current = self._current_vectors(root.location, table, [*upsert.rewritten_files, *marked])
@@ -391,28 +404,37 @@ def _create_if_missing(
 
 
 def _write_files(df: DataFrame, root: Storage, partition_columns: list[str]) -> list[AddAction]:
-    """Spark writes `df` as Parquet into the table through a staging folder (`write_staged`)."""
-    return write_staged(root, df.write.partitionBy(*partition_columns).parquet)
+    """Spark writes `df` as Parquet into the table through a staging folder (`write_staged`),
+    timestamps as INT64 microseconds, whose footers hold bounds (not INT96, Spark's default,
+    which has none), as Delta's own writer does."""
+    with session_settings(df.sparkSession, {_TIMESTAMP_TYPE: "TIMESTAMP_MICROS"}):
+        return write_staged(root, df.write.partitionBy(*partition_columns).parquet)
+
+
+def _data_file(added: AddAction) -> DataFile:
+    """A written file as its commit logs it, with the bounds its footer gave."""
+    stats = json.loads(added.stats or "{}")
+    rows = stats.pop("numRecords")
+    return DataFile(added.path, added.size, rows, bounds=stats)
 
 
 def _write_change_data(rows: DataFrame, root: Storage) -> list[DataFile]:
     """Spark writes the change rows (with `_change_type`) under `_change_data/`."""
     folder = Storage(root.path_of("_change_data"))
-    written = [
-        DataFile(f"_change_data/{a.path}", a.size, json.loads(a.stats)["numRecords"])
-        for a in _write_files(rows, folder, [])
-    ]
-    return written
+    return [replace(_data_file(a), path=f"_change_data/{a.path}")
+            for a in _write_files(rows, folder, [])]
 
 
-def _active_files(table: DeltaTable) -> dict[str, tuple[int, int]]:
-    """(size in bytes, physical rows) of each active data file: metadata-sized."""
-    actions = pa.table(table.get_add_actions(flatten=True))
+def _active_files(table: DeltaTable, span: FileSpan | None) -> dict[str, tuple[int, int]]:
+    """(size in bytes, physical rows) of each active data file that may hold rows in `span`
+    (every one without it): metadata-sized."""
+    actions = pa.table(table.get_add_actions(flatten=False))
+    kept = span.overlapping(actions) if span is not None else [True] * actions.num_rows
     return {
-        path: (size, rows or 0) for path, size, rows in zip(
-            *(actions[c].to_pylist() for c in ("path", "size_bytes", "num_records")),
+        path: (size, rows or 0) for path, size, rows, keep in zip(
+            *(actions[c].to_pylist() for c in ("path", "size_bytes", "num_records")), kept,
             strict=True,
-        )
+        ) if keep
     }
 
 

@@ -23,6 +23,7 @@ from chronolake.lake.backend import LakeBackend, TableMetadata
 from chronolake.lake.changelog import POSITION
 from chronolake.lake.deletion_vectors import ENABLE_PROPERTY
 from chronolake.lake.delta_log import CDF_PROPERTY, LogCommit
+from chronolake.lake.file_span import FileSpan
 from chronolake.lake.files import POSITION_STRIDE, file_name
 from chronolake.lake.in_place import writing_in_place
 from chronolake.lake.log_reader import latest_version, read_commits
@@ -95,28 +96,36 @@ class DeltaSparkBackend(LakeBackend):
         assert row is not None, "DESCRIBE DETAIL has one row"
         return str(row["id"])
 
-    def snapshot(self, path: LocationLike, version: int | None = None) -> DataFrame:
+    def snapshot(
+        self, path: LocationLike, version: int | None = None, *, span: FileSpan | None = None
+    ) -> DataFrame:
+        """Delta's own read; a `span`'s filter lets Delta's data skipping leave out files."""
         self._require_table(path)
         reader = self.spark.read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", version)
-        return reader.load(str(path))
+        rows = reader.load(str(path))
+        condition = None if span is None else span.predicate(rows.schema)
+        return rows if condition is None else rows.where(condition)
 
-    def arrival_snapshot(self, path: LocationLike, version: int) -> DataFrame:
-        snapshot = self.snapshot(path, version)
-        files = snapshot.inputFiles()  # the snapshot's active files: metadata-sized
+    def arrival_snapshot(
+        self, path: LocationLike, version: int, *, span: FileSpan | None = None
+    ) -> DataFrame:
+        whole = self.snapshot(path, version)
+        files = whole.inputFiles()  # the snapshot's active files: metadata-sized
         ranks = self._arrival_ranks(path, version, files)
         schema = StructType([
             StructField(_FILE, StringType(), False), StructField(_RANK, LongType(), False),
         ])
         names = [(file_name(uri), rank) for uri, rank in zip(files, ranks, strict=True)]
+        snapshot = whole if span is None else self.snapshot(path, version, span=span)
         source = snapshot
         if "row_index" not in snapshot.select("_metadata.*").columns:
             # Delta shows a row's index in its file only for tables with deletion vectors or
             # row tracking; without either, every row of the active files is live, and Spark's
-            # Parquet reader gives the index.
+            # Parquet reader gives the index (of the files the span keeps: Delta's skipping).
             source = (self.spark.read.schema(snapshot.schema).option("basePath", str(path))
-                      .parquet(*files))
+                      .parquet(*snapshot.inputFiles()))
         rows = source.select(
             "*",
             F.col("_metadata.file_name").alias(_FILE),
@@ -207,11 +216,13 @@ class DeltaSparkBackend(LakeBackend):
         app_id: str,
         app_version: int,
         commit_info: Mapping[str, str] | None = None,
+        span: FileSpan | None = None,
     ) -> int | None:
         """Delta's MERGE applies each key's last change (delete, update or insert) and, with
         the change data feed on, writes the change data itself; the application transaction
         and the commit info ride on Delta's SQL settings for idempotent DML. MERGE in SQL over
-        the frame, so a Connect session needs no Delta plugin."""
+        the frame, so a Connect session needs no Delta plugin. A `span` joins the match
+        condition on the stored rows, which Delta prunes the table's files by."""
         last = last_changes(changes, key)
         columns = [c for c in last.columns if c != RETRACTED]
         self._create_if_missing(
@@ -219,6 +230,9 @@ class DeltaSparkBackend(LakeBackend):
         )
         before = self.latest_version(path)
         matched = " AND ".join(f"t.{_quoted(k)} <=> s.{_quoted(k)}" for k in key)
+        within = None if span is None else span.sql(self.snapshot(path).schema, alias="t")
+        if within is not None:
+            matched = f"{within} AND {matched}"
         names = ", ".join(map(_quoted, columns))
         assigned = ", ".join(f"{_quoted(c)} = s.{_quoted(c)}" for c in columns)
         values = ", ".join(f"s.{_quoted(c)}" for c in columns)

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from chronolake.errors import DefinitionError
 from chronolake.lake.backend import LakeBackend
 from chronolake.lake.changelog import ARRIVAL_ORDER, POSITION, ROW_KIND, SYSTEM_COLUMNS, RowKind
+from chronolake.lake.file_span import FileSpan
 from chronolake.lake.layout import table_location
 from chronolake.lake.op_column import op_row_kind
 from chronolake.lake.selector import backend_for
@@ -85,15 +86,19 @@ def read_table_arrivals(
     spec: TableSpec,
     root: LocationLike,
     version: int,
+    span: FileSpan | None = None,
 ) -> DataFrame:
     """`read_table_state` at `version` plus `_position`, the order the rows arrived in: by
     the commit that added each row, then the row's place in that commit
     (`LakeBackend.arrival_snapshot`), so a key written several times has its latest write
     last. An op-column table's state holds one row per key, so any distinct positions do.
+    A `span` skips the files that hold no rows in it (`FileSpan`; an op-column table's state
+    is read whole).
     """
     backend = backend or backend_for(spark)
     if spec.options.changelog is not ChangelogMode.OP_COLUMN:
-        return backend.arrival_snapshot(table_location(root, spec.options.path), version)
+        return backend.arrival_snapshot(table_location(root, spec.options.path), version,
+                                        span=span)
     state = read_table_state(spark, backend, spec, root, version)
     return state.withColumn(POSITION, F.monotonically_increasing_id())
 

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from deltalake.transaction import AddAction
 
 from chronolake.errors import SourceError
+from chronolake.lake.file_stats import file_stats
 from chronolake.lake.scratch import staging_name
 from chronolake.lake.storage import Storage
 
@@ -56,16 +57,16 @@ def write_staged(table: Storage, write: Callable[[str], None]) -> list[AddAction
 def _move_into_table(table: Storage, staging: str) -> list[AddAction]:
     """Move the Parquet files in `table`'s folder `staging` into the table, each as an `add`.
 
-    Partition values come from the `col=value` folders; row counts from each file's footer
-    (metadata-sized). Empty files are dropped.
+    Partition values come from the `col=value` folders; row counts and column bounds from
+    each file's footer (metadata-sized, `file_stats`). Empty files are dropped.
     """
     actions: list[AddAction] = []
     for key, size in sorted(table.sizes(staging).items()):
         relative = PurePosixPath(key).relative_to(staging)
         if not key.endswith(".parquet") or any(map(_hidden, relative.parts)):
             continue  # `_SUCCESS`, checksums, a committer's `_temporary/` or `__magic/`
-        rows = _parquet_rows(table, key, size)
-        if rows == 0:
+        footer = _parquet_footer(table, key, size)
+        if footer.num_rows == 0:
             continue
         table.move(key, relative.as_posix())
         partition_values = {
@@ -79,7 +80,7 @@ def _move_into_table(table: Storage, staging: str) -> list[AddAction]:
                 partition_values=partition_values,
                 modification_time=int(time.time() * 1000),
                 data_change=True,
-                stats=json.dumps({"numRecords": rows}),
+                stats=json.dumps(file_stats(footer)),
             )
         )
     return actions
@@ -90,9 +91,9 @@ def _hidden(part: str) -> bool:
     return part.startswith(".") or (part.startswith("_") and "=" not in part)
 
 
-def _parquet_rows(table: Storage, key: str, size: int) -> int:
-    """The row count in the footer of the Parquet file at `key`: two small range reads (the
-    footer's length, then the footer), never the file."""
+def _parquet_footer(table: Storage, key: str, size: int) -> pq.FileMetaData:
+    """The footer of the Parquet file at `key` (its row count and bounds): two small range
+    reads (the footer's length, then the footer), never the file."""
     tail = table.read_range(key, size - _FOOTER_TAIL, size) if size >= 12 else b""
     footer_length = int.from_bytes(tail[:4], "little")
     if tail[4:] != _PARQUET_MAGIC or footer_length > size - 12:
@@ -103,4 +104,4 @@ def _parquet_rows(table: Storage, key: str, size: int) -> int:
         )
         raise SourceError(msg)
     footer = table.read_range(key, size - _FOOTER_TAIL - footer_length, size)
-    return int(pq.read_metadata(pa.BufferReader(_PARQUET_MAGIC + footer)).num_rows)
+    return pq.read_metadata(pa.BufferReader(_PARQUET_MAGIC + footer))

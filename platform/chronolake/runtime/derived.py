@@ -318,7 +318,8 @@ class DerivedTable:
         watermark_ms = self._watermark_ms(committed, combined)
         recomputed = self.operator.restate(context, read, region, watermark_ms)
         backend, key = self.catalog.backend, self.view.primary_key
-        stored_rows = region.rows_of(backend.snapshot(self.output_path))
+        stored_rows = region.rows_of(backend.snapshot(self.output_path,
+                                                      span=region.stored_files))
         changes = row_diff(stored_rows, recomputed.output, key)
         if recomputed.emitted is not None:
             changes = changes.unionByName(as_changes(recomputed.emitted))
@@ -336,6 +337,8 @@ class DerivedTable:
             retracting=any(counted[figure] for figure, kind in KIND_FIGURES.items()
                            if kind is not RowKind.INSERT),
             app_id=f"chronolake/{self.name}", app_version=number, commit_info=stamp,
+            # released rows may update keys stored anywhere; the region's lie in its span
+            span=region.stored_files if recomputed.emitted is None else None,
         )
         fault_point(FaultPoint.AFTER_OUTPUT)
         self._restate_late_rows(self.inputs[name], region)

@@ -39,6 +39,7 @@ from chronolake.lake.changelog import (
     SYSTEM_COLUMNS,
     RowKind,
 )
+from chronolake.lake.file_span import FileSpan
 from chronolake.lake.stamps import recorded_watermarks
 from chronolake.lake.tables import partition_columns
 from chronolake.runtime.reuse import reused
@@ -175,13 +176,15 @@ def read_input(
     end_version: int,
     *,
     derived: str,
+    span: FileSpan | None = None,
 ) -> ChangelogRead:
     """The input's rows after `position` up to `end_version` (lazy), watermarks not assigned.
 
     Raises `SourceError` (before any Spark job) when the source lost or retyped a declared
     column, or cannot be read in that range; `derived` is the derived table's name, for the
     message. That the source is a Delta table the run checked first (`DerivedTable.prepare`).
-    A plain view reads its source's changes.
+    A plain view reads its source's changes. A `span` limits a bootstrap's snapshot to the
+    files that may hold rows in it (a restatement's region; rows outside may still come).
     """
     if spec.through_view is not None:
         read = read_input(catalog, spec.through_view.source, position, end_version,
@@ -193,7 +196,7 @@ def read_input(
         spec, consumed=position.columns, consumed_version=position.version, current=columns,
         version=end_version, derived=derived,
     )
-    rows = _rows(catalog, spec, position, end_version)
+    rows = _rows(catalog, spec, position, end_version, span)
     recorded = None
     if spec.derived and spec.rowtime is not None:  # without one it follows processing time
         recorded = recorded_watermarks(catalog.backend, path, position.version, end_version)
@@ -315,14 +318,15 @@ def _assigner(read: ChangelogRead) -> WatermarkAssigner | None:
 
 
 def _rows(
-    catalog: Catalog, spec: TableSpec, position: InputPosition, end_version: int
+    catalog: Catalog, spec: TableSpec, position: InputPosition, end_version: int,
+    span: FileSpan | None = None,
 ) -> DataFrame:
     """The changelog rows a read covers (defining them checks the log and the files)."""
     if position.phase is ReadPhase.SNAPSHOT:
         return _snapshot_rows(catalog, spec, end_version)
     if position.phase is ReadPhase.BOOTSTRAP:
         first = position.version + 1
-        rows = _snapshot_rows(catalog, spec, first)
+        rows = _snapshot_rows(catalog, spec, first, span)
         if end_version > first:
             rows = rows.unionByName(catalog.changelog(spec.name, first + 1, end_version))
         return rows
@@ -345,13 +349,16 @@ def _no_rows(catalog: Catalog, spec: TableSpec, version: int) -> DataFrame:
     return with_declared_columns(rows, spec).limit(0)
 
 
-def _snapshot_rows(catalog: Catalog, spec: TableSpec, version: int) -> DataFrame:
+def _snapshot_rows(catalog: Catalog, spec: TableSpec, version: int,
+                   span: FileSpan | None = None) -> DataFrame:
     """The table at `version` as `+I` changelog rows stamped with that commit, positioned in
     the order they arrived (a key written in several commits has its latest write last; an
-    op-column table's state is its changes applied, not its stored rows)."""
+    op-column table's state is its changes applied, not its stored rows); with a `span`, of
+    the files that may hold rows in it only."""
     path = catalog.table_path(spec)
     [commit] = catalog.backend.commits(path, version, version)
-    snapshot = read_table_arrivals(catalog.spark, catalog.backend, spec, catalog.root, version)
+    snapshot = read_table_arrivals(catalog.spark, catalog.backend, spec, catalog.root, version,
+                                   span)
     rows = snapshot.select(
         *(F.col(f"`{c}`") for c in snapshot.columns if c != POSITION),
         F.lit(RowKind.INSERT.value).alias(ROW_KIND),

@@ -37,6 +37,7 @@ from chronolake.joins.versions import (
     on_time_for_first_row,
     retained_versions,
 )
+from chronolake.lake.file_span import FileSpan
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import (
     OUTPUT,
@@ -91,7 +92,7 @@ class TemporalJoinOperator(Operator):
                                        start_ms, end_ms))
 
         return Region(input_span=(start_ms, end_ms), output_span=(start_ms, end_ms),
-                      rows_of=rows_of)
+                      rows_of=rows_of, stored_files=FileSpan(rowtime, start_ms, end_ms))
 
     def restate(
         self, context: RunContext, read: InputRead, region: Region, watermark_ms: int | None
@@ -120,8 +121,10 @@ class TemporalJoinOperator(Operator):
                                        self.plan)
         output = join_query(self.plan, without_annotations(ready),
                             matched_versions(self.plan, ready, needed))
-        emitted = join_query(self.plan, without_annotations(released),  # as a run emits them
-                             matched_versions(self.plan, released, versions), changelog=True)
+        emitted = None
+        if ending > before:  # held rows are above `before`: only a moved watermark releases
+            emitted = join_query(self.plan, without_annotations(released),  # as a run would
+                                 matched_versions(self.plan, released, versions), changelog=True)
         state = {"pending": kept, "versions": versions}
         counts = count_figures({"rows_in": rows, "pending_rows": kept})
         figures = {**counts, "late_rows": 0, "state_rows": counts["pending_rows"]}

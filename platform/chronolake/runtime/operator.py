@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from chronolake.catalog.checkpoint import Checkpoint
 from chronolake.clock import Clock
 from chronolake.lake.changelog import COMMIT_VERSION, POSITION, ROW_KIND, RowKind
+from chronolake.lake.file_span import FileSpan
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.result import TickReport
 from chronolake.runtime.tally import Tally
@@ -103,6 +104,9 @@ class Region:
     next hop restates."""
     rows_of: Callable[[DataFrame], DataFrame]
     """The region's rows of an output: of the stored table, or of the recompute."""
+    stored_files: FileSpan
+    """A span of a stored output column that holds every row of the region: the output's
+    files a restatement reads and rewrites are those that may hold rows in it."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,9 @@ class Restated:
     figures: Mapping[str, int]
     emitted: DataFrame | None = None
     """Changes committed as they are besides the diff: rows outside the region that the
-    watermark the rewrite moved releases, as an ordinary run would emit them."""
+    watermark the rewrite moved releases, as an ordinary run would emit them; None when the
+    watermark did not move (they may update keys stored anywhere, so their commit reads the
+    whole output)."""
 
 
 @dataclass(frozen=True)

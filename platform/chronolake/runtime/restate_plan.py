@@ -127,6 +127,23 @@ def run_restatement(
     return results + [_left(catalog, view) for view in plan.left]
 
 
+def restate_view(
+    catalog: Catalog, view: str, table: str, *, start_ms: int, end_ms: int
+) -> RunResult | None:
+    """Restate [`start_ms`, `end_ms`) of source `table` in `view` alone, when `view` reads
+    `table` itself and has run: a step of a Dagster backfill launched with the restate tag,
+    whose other assets restate in their own steps. Planned as `run_restatement` plans (a
+    refusal writes nothing); None when `view` does not read `table` itself or has not run:
+    its ordinary run reads what it must (a restated view's commit is restated by it)."""
+    plan = plan_restatement(catalog, table, start_ms=start_ms, end_ms=end_ms)
+    name = view.lower()  # as registered
+    if name in plan.left:
+        return _left(catalog, view)
+    if name not in plan.consumers:
+        return None
+    return DerivedTable(catalog, view).restate(plan.consumers[name])
+
+
 def _left(catalog: Catalog, view: str) -> RunResult:
     """What a restatement says of a view it leaves as it is (`RestatementPlan.left`)."""
     message = (

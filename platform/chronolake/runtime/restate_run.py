@@ -15,9 +15,11 @@ from dataclasses import dataclass, replace
 from chronolake.catalog import Catalog
 from chronolake.catalog.checkpoint import InputPosition, ReadPhase
 from chronolake.errors import DefinitionError
+from chronolake.lake.file_span import FileSpan
 from chronolake.runtime.inputs import InputRead, assign_watermarks, read_input
 from chronolake.runtime.operator import Operator, Region
-from chronolake.schema import TableSpec, ViewSpec
+from chronolake.runtime.reuse import reused
+from chronolake.schema import PhysicalColumn, TableSpec, ViewSpec
 from chronolake.sql.view_kinds import view_kind
 from chronolake.watermarks.assigner import WatermarkAssigner
 from chronolake.watermarks.millis import within
@@ -85,16 +87,26 @@ def region_read(
 ) -> RegionRead:
     """The rows of source `spec` with rowtime in the region's span as of `end_version`, as a
     full refresh reads a snapshot: inserts in the order they arrived, stamped from no
-    watermark (under per-commit emission none is late), the filter on the rowtime so that
-    Delta's file statistics skip the rest. `position` is where the input stood: its watermark
-    state advances by the rows (two Spark jobs, one per stamping)."""
+    watermark (under per-commit emission none is late), of the files whose logged rowtimes
+    may lie in the span (when the rowtime is a stored column). `position` is where the input
+    stood: its watermark state advances by the rows (two Spark jobs, one per stamping)."""
     start = InputPosition(version=end_version - 1, phase=ReadPhase.BOOTSTRAP)
-    read = read_input(catalog, spec, start, end_version, derived=derived)
+    read = read_input(catalog, spec, start, end_version, derived=derived,
+                      span=_stored_rowtime(spec, *region.input_span))
     rowtime = WatermarkAssigner.for_table(spec).rowtime_column()
     rowtime_type = read.rows.select(rowtime).schema[0].dataType
-    rows = replace(read, rows=read.rows.where(within(rowtime, rowtime_type,
-                                                     *region.input_span)))
+    # held once: the stampings, the step and its figures each read the region's rows
+    rows = replace(read, rows=reused(read.rows.where(within(rowtime, rowtime_type,
+                                                            *region.input_span))))
     advanced = assign_watermarks(replace(rows, position=rows.position.model_copy(
         update={"watermarks": position.watermarks})), now_ms=now_ms)
     return RegionRead(assign_watermarks(rows, now_ms=now_ms), advanced.position,
                       advanced.watermark)
+
+
+def _stored_rowtime(spec: TableSpec, start_ms: int, end_ms: int) -> FileSpan | None:
+    """The span of `spec`'s rowtime when it is a stored column (not computed, nested or the
+    commit time), whose logged min and max skip the files outside."""
+    stored = any(isinstance(column, PhysicalColumn) and column.name == spec.rowtime
+                 for column in spec.columns)
+    return FileSpan(spec.rowtime, start_ms, end_ms) if stored and spec.rowtime else None

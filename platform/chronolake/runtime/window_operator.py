@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 
 from chronolake.errors import DefinitionError
 from chronolake.lake.changelog import ARRIVAL_ORDER, ROW_KIND, RowKind
+from chronolake.lake.file_span import FileSpan
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import (
     Operator,
@@ -184,8 +185,9 @@ class WindowAggregateOperator(Operator):
             overlapping = (start_ms_of < end_ms) & (end_ms_of > start_ms)
             return output.where(overlapping)
 
+        # a window overlapping the range starts in [span start, range end)
         return Region(input_span=span, output_span=(first_end(windows, start_ms) - 1, span[1]),
-                      rows_of=rows_of)
+                      rows_of=rows_of, stored_files=FileSpan(start, span[0], end_ms))
 
     def restate(
         self, context: RunContext, read: InputRead, region: Region, watermark_ms: int | None
