@@ -230,7 +230,7 @@ class DeltaSparkBackend(LakeBackend):
         )
         before = self.latest_version(path)
         matched = " AND ".join(f"t.{_quoted(k)} <=> s.{_quoted(k)}" for k in key)
-        within = None if span is None else span.sql(self.snapshot(path).schema, alias="t")
+        within = None if span is None else span.sql(last.schema, alias="t")  # the table's
         if within is not None:
             matched = f"{within} AND {matched}"
         names = ", ".join(map(_quoted, columns))

@@ -9,7 +9,6 @@ read grow with the range rather than with the table (docs/design.md, "Restatemen
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,7 +16,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 
-_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+from chronolake.lake.file_stats import floor_millis, utc_moment
 
 
 @dataclass(frozen=True)
@@ -72,14 +71,14 @@ class FileSpan:
         logged = values.field(self.column)
         if not pa.types.is_timestamp(logged.type):
             return None
-        per_second = _PER_SECOND[logged.type.unit]
         counts = pc.cast(logged, pa.int64()).to_pylist()
-        return [None if count is None else count * 1_000 // per_second for count in counts]
+        return [None if count is None else floor_millis(count, logged.type.unit)
+                for count in counts]
 
 
 def _literal(millis: int, data_type: TimestampType | TimestampNTZType) -> str:
     """Epoch millis as a SQL timestamp constant of `data_type` (NTZ: the UTC wall clock)."""
-    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=millis)
+    moment = utc_moment(millis)
     if isinstance(data_type, TimestampNTZType):
         return f"TIMESTAMP_NTZ '{moment.replace(tzinfo=None).isoformat(sep=' ')}'"
     return f"TIMESTAMP '{moment.isoformat(sep=' ')}'"

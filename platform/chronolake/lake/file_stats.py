@@ -57,8 +57,18 @@ def _json(raw: int, data_type: pa.DataType) -> object:
     if pa.types.is_date32(data_type):
         return (date(1970, 1, 1) + timedelta(days=raw)).isoformat()
     if pa.types.is_timestamp(data_type):
-        millis = raw * 1_000 // _PER_SECOND[data_type.unit]  # floored, as Delta truncates
-        moment = _EPOCH + timedelta(milliseconds=millis)
+        moment = utc_moment(floor_millis(raw, data_type.unit))
         text = moment.replace(tzinfo=None).isoformat(timespec="milliseconds")
         return text if data_type.tz is None else f"{text}Z"
     return raw
+
+
+def floor_millis(count: int, unit: str) -> int:
+    """A count of Arrow timestamp `unit`s as epoch milliseconds, floored: Delta logs
+    timestamps truncated to the millisecond."""
+    return count * 1_000 // _PER_SECOND[unit]
+
+
+def utc_moment(millis: int) -> datetime:
+    """Epoch milliseconds as a UTC datetime, exactly (no float)."""
+    return _EPOCH + timedelta(milliseconds=millis)

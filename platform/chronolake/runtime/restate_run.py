@@ -19,7 +19,7 @@ from chronolake.lake.file_span import FileSpan
 from chronolake.runtime.inputs import InputRead, assign_watermarks, read_input
 from chronolake.runtime.operator import Operator, Region
 from chronolake.runtime.reuse import reused
-from chronolake.schema import PhysicalColumn, TableSpec, ViewSpec
+from chronolake.schema import TableSpec, ViewSpec
 from chronolake.sql.view_kinds import view_kind
 from chronolake.watermarks.assigner import WatermarkAssigner
 from chronolake.watermarks.millis import within
@@ -91,8 +91,9 @@ def region_read(
     may lie in the span (when the rowtime is a stored column). `position` is where the input
     stood: its watermark state advances by the rows (two Spark jobs, one per stamping)."""
     start = InputPosition(version=end_version - 1, phase=ReadPhase.BOOTSTRAP)
-    read = read_input(catalog, spec, start, end_version, derived=derived,
-                      span=_stored_rowtime(spec, *region.input_span))
+    # a computed, nested or commit-time rowtime is no stored column: the span skips nothing
+    span = None if spec.rowtime is None else FileSpan(spec.rowtime, *region.input_span)
+    read = read_input(catalog, spec, start, end_version, derived=derived, span=span)
     rowtime = WatermarkAssigner.for_table(spec).rowtime_column()
     rowtime_type = read.rows.select(rowtime).schema[0].dataType
     # held once: the stampings, the step and its figures each read the region's rows
@@ -102,11 +103,3 @@ def region_read(
         update={"watermarks": position.watermarks})), now_ms=now_ms)
     return RegionRead(assign_watermarks(rows, now_ms=now_ms), advanced.position,
                       advanced.watermark)
-
-
-def _stored_rowtime(spec: TableSpec, start_ms: int, end_ms: int) -> FileSpan | None:
-    """The span of `spec`'s rowtime when it is a stored column (not computed, nested or the
-    commit time), whose logged min and max skip the files outside."""
-    stored = any(isinstance(column, PhysicalColumn) and column.name == spec.rowtime
-                 for column in spec.columns)
-    return FileSpan(spec.rowtime, start_ms, end_ms) if stored and spec.rowtime else None
