@@ -4,7 +4,7 @@ their rows, timed in minutes after 09:00 on 2 Nov 2026."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 BASE = datetime(2026, 11, 2, 9, 0)
 
@@ -31,6 +31,17 @@ ON o.currency = r.currency;
 
 def at(minutes: float) -> datetime:
     return BASE + timedelta(minutes=minutes)
+
+
+def ms(minutes: float) -> int:
+    """The epoch milliseconds of `at(minutes)`, a UTC wall-clock time."""
+    return int(at(minutes).replace(tzinfo=UTC).timestamp() * 1000)
+
+
+def between(start: float, end: float) -> str:
+    """The predicate of a re-export of the orders of [start, end) (minutes after 09:00)."""
+    return (f"order_time >= '{at(start):%Y-%m-%d %H:%M:%S}' AND "
+            f"order_time < '{at(end):%Y-%m-%d %H:%M:%S}'")
 
 
 def order_row(order_id: int, amount: int, minutes: float, currency: str = "EUR") -> dict:

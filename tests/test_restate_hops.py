@@ -13,7 +13,7 @@ windows of their `rowtime` (`per_half_hour`). The upstream system re-exports [09
 from __future__ import annotations
 
 import json
-from datetime import UTC, timedelta
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from _crash import REPO
-from _orders_and_rates import ENRICHED, ORDERS_AND_RATES, at, order_row, rate_row
+from _orders_and_rates import ENRICHED, ORDERS_AND_RATES, at, ms, order_row, rate_row
 from _partitioned_platform import hourly_platform, lake_definitions
 from dagster import AssetKey, DagsterInstance, Definitions, in_process_executor
 from deltalake import DeltaTable, write_deltalake
@@ -60,11 +60,6 @@ ORDERS = [order_row(1, 10, 5), order_row(2, 20, 15), order_row(3, 30, 25),
 SCHEMA = as_table(ORDERS).schema
 # order 2 corrected, order 3 gone, a GBP order the first export missed
 REPLACEMENT = [order_row(2, 21, 15), order_row(7, 5, 12, "GBP")]
-
-
-def ms(minutes: float) -> int:
-    """The epoch milliseconds of `at(minutes)`, a UTC wall-clock time."""
-    return int(at(minutes).replace(tzinfo=UTC).timestamp() * 1000)
 
 
 @pytest.fixture
@@ -191,19 +186,48 @@ def test_a_later_hop_that_cannot_be_restated_is_named_before_anything_is_written
     lake: Catalog,
 ) -> None:
     lake.declare("""
-    CREATE VIEW latest_per_currency AS
+    CREATE VIEW half_hour_amounts AS
+    SELECT window_start, window_end, SUM(amount) AS amount
+    FROM TABLE(TUMBLE(TABLE per_ten, DESCRIPTOR(rowtime), INTERVAL '30' MINUTES))
+    GROUP BY window_start, window_end, currency;
+    """)
+    DerivedTable(lake, "half_hour_amounts").run()
+    version = DeltaTable(str(output_path(lake.root, "per_ten"))).version()
+    re_export(lake)
+    with pytest.raises(DefinitionError, match=(
+            r"cannot restate through view 'half_hour_amounts': its rows have no key")):
+        run_restatement(lake, "raw_orders", start_ms=ms(10), end_ms=ms(30))
+    assert DeltaTable(str(output_path(lake.root, "per_ten"))).version() == version
+
+
+@pytest.mark.lake_contract  # Delta's MERGE restates on delta-spark
+def test_a_deduplication_over_a_window_restates_the_keys_whose_windows_changed(
+    lake: Catalog,
+) -> None:
+    """The re-export adds a GBP window and changes two EUR ones: the latest window of each
+    currency changes for GBP alone (a new key), and equals a recompute."""
+    lake.declare("""
+    CREATE VIEW latest_window AS
     SELECT currency, amount, rowtime FROM (
       SELECT *, ROW_NUMBER() OVER (PARTITION BY currency ORDER BY rowtime DESC) AS rownum
       FROM per_ten)
     WHERE rownum = 1;
     """)
-    DerivedTable(lake, "latest_per_currency").run()
-    version = DeltaTable(str(output_path(lake.root, "per_ten"))).version()
+    DerivedTable(lake, "latest_window").run()
     re_export(lake)
-    with pytest.raises(DefinitionError, match=(
-            r"cannot restate through view 'latest_per_currency': it is a deduplication")):
-        run_restatement(lake, "raw_orders", start_ms=ms(10), end_ms=ms(30))
-    assert DeltaTable(str(output_path(lake.root, "per_ten"))).version() == version
+
+    run_restatement(lake, "raw_orders", start_ms=ms(10), end_ms=ms(30))
+
+    path = str(output_path(lake.root, "latest_window"))
+    version = DeltaTable(path).version()
+    feed = pa.table(DeltaTable(path).load_cdf(starting_version=version,
+                                              ending_version=version).read_all()).to_pylist()
+    assert {(r["_change_type"], r["currency"], r["amount"]) for r in feed} == {
+        ("insert", "GBP", 5)}
+    restated = table_rows(path).to_pylist()
+    recomputed(lake)
+    DerivedTable(lake, "latest_window").run(full_refresh=True)
+    assert sorted(restated, key=str) == sorted(table_rows(path).to_pylist(), key=str)
 
 
 PIPELINE_DDL = ORDERS_AND_RATES + ENRICHED + """

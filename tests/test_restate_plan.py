@@ -8,11 +8,10 @@ orders are at 09:05, 09:15, 09:25 and 09:35; the range restated is [09:10, 09:30
 
 from __future__ import annotations
 
-from datetime import UTC
 from pathlib import Path
 
 import pytest
-from _orders_and_rates import ORDERS_AND_RATES, at, order_row, rate_row
+from _orders_and_rates import ORDERS_AND_RATES, at, ms, order_row, rate_row
 from deltalake import DeltaTable, write_deltalake
 from deltatables import as_table, write_commits
 from pyspark.sql import SparkSession
@@ -51,11 +50,6 @@ GROUP BY window_start, window_end;""" + _joined("enriched", "orders")
 ORDERS = [order_row(1, 10, 5), order_row(2, 20, 15), order_row(3, 30, 25), order_row(4, 40, 35)]
 IN_RANGE = "order_time >= '2026-11-02 09:10:00' AND order_time < '2026-11-02 09:30:00'"
 DOWNSTREAM = ("raw_enriched", "hourly_usd", "per_window")  # hourly_usd after what it reads
-
-
-def ms(minutes: float) -> int:
-    """The epoch milliseconds of `at(minutes)`, a UTC wall-clock time."""
-    return int(at(minutes).replace(tzinfo=UTC).timestamp() * 1000)
 
 
 RANGE = {"start_ms": ms(10), "end_ms": ms(30)}

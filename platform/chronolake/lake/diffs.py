@@ -28,10 +28,10 @@ def row_diff(old: DataFrame, new: DataFrame, key: Sequence[str]) -> DataFrame:
     old = old.select(*(F.col(f"`{c}`") for c in columns))
     changed = new.exceptAll(old)  # new rows, and rows whose values moved
     gone = old.exceptAll(new)  # old rows, and the old values of rows that moved
-    updated = _with_key_of(changed, gone, key, "left_semi")
-    before = _with_key_of(gone, changed, key, "left_semi")
-    deleted = _with_key_of(gone, changed, key, "left_anti")
-    inserted = _with_key_of(changed, gone, key, "left_anti")
+    updated = with_key_of(changed, gone, key, "left_semi")
+    before = with_key_of(gone, changed, key, "left_semi")
+    deleted = with_key_of(gone, changed, key, "left_anti")
+    inserted = with_key_of(changed, gone, key, "left_anti")
     parts = [
         (before, RowKind.UPDATE_BEFORE, 0),
         (updated, RowKind.UPDATE_AFTER, 1),
@@ -49,7 +49,7 @@ def row_diff(old: DataFrame, new: DataFrame, key: Sequence[str]) -> DataFrame:
     ])
 
 
-def _with_key_of(rows: DataFrame, other: DataFrame, key: Sequence[str], how: str) -> DataFrame:
+def with_key_of(rows: DataFrame, other: DataFrame, key: Sequence[str], how: str) -> DataFrame:
     """`rows` whose key `other` holds (`left_semi`) or does not (`left_anti`), NULL equal to
     NULL (a window's group key may be NULL)."""
     keys = [f"{_KEY}{i}" for i in range(len(key))]

@@ -38,6 +38,8 @@ from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import (
     INTERNAL_COLUMNS,
     Operator,
+    Region,
+    Restated,
     RunContext,
     Step,
     count_figures,
@@ -47,6 +49,7 @@ from chronolake.schema import ViewSpec
 from chronolake.schema.spec import KeepRow
 from chronolake.sql.deduplication import DeduplicationPlan
 from chronolake.watermarks.late import LateReason, side_table_rows
+from chronolake.watermarks.millis import within
 from chronolake.watermarks.watermark import Watermark
 
 KEPT_ROLE = "kept"
@@ -68,6 +71,7 @@ class DeduplicateOperator(Operator):
         self.key, self.order_by = dedup.key, dedup.order_by
         self.keep_last = dedup.keep is KeepRow.LAST
         self.selects = plan.selects
+        self.view_key = view.primary_key
 
     @property
     def depends_on_processing_time(self) -> bool:
@@ -76,6 +80,50 @@ class DeduplicateOperator(Operator):
         proctime = self.source.proctime
         by_proctime = proctime is not None and self.order_by.lower() == proctime.lower()
         return by_proctime or not self.event_time
+
+    def restates(self, source: str) -> bool:
+        """A range of its source, when it keeps rows by event time."""
+        return (not self.depends_on_processing_time
+                and source == self.source.changelog_table.name.lower())
+
+    def restated_region(self, start_ms: int, end_ms: int) -> Region | None:
+        """The keys the range touched: those of the rewritten rows in it, and those whose
+        kept row lay in it; a key's row may be decided by its rows of any time, so the
+        recompute reads every row, and its changes tell what the next hop restates."""
+        if self.depends_on_processing_time:
+            return None
+        return Region(input_span=(start_ms, end_ms), output_span=None, rows_of=lambda rows: rows,
+                      stored_files=None, every_input_row=True)
+
+    def restate(
+        self, context: RunContext, read: InputRead, region: Region, watermark_ms: int | None
+    ) -> Restated:
+        """Each touched key's row among the source's rows as of the rewrite, as a refresh
+        keeps it (`Restated.keys`: the output keys of its rows before and after); the other
+        keys' kept rows stay in state."""
+        rows = read.rows  # held: every row as of the rewrite, inserts as a refresh reads them
+        columns = [c for c in rows.columns if c not in (*SYSTEM_COLUMNS, *INTERNAL_COLUMNS)]
+        kept = context.state(KEPT_ROLE)
+        assert kept is not None, "a deduplication that ran keeps its rows"
+        order = F.col(f"`{self.order_by}`")
+        in_range = within(order, rows.schema[self.order_by].dataType, *region.input_span)
+        were_kept = kept.where(within(order, kept.schema[self.order_by].dataType,
+                                      *region.input_span))
+        touched = reused(rows.where(in_range).select(*self.key).unionByName(
+            were_kept.select(*self.key)).distinct())
+        candidates = rows.where(order.isNotNull()).join(touched, on=list(self.key),
+                                                        how="left_semi")
+        best = reused(self._best_per_key(candidates, columns).select(*columns))
+        before = kept.join(touched, on=list(self.key), how="left_semi")
+        state = kept.join(touched, on=list(self.key), how="left_anti").unionByName(best)
+        view_keys = list(self.view_key)
+        output = self._view_rows(_as_inserts(best)).drop(ROW_KIND, *ARRIVAL_ORDER)
+        keys = self._view_rows(_as_inserts(before.unionByName(best))).select(*view_keys)
+        counts = count_figures({"rows_in": candidates, "state_rows": state})
+        figures = {**counts, "outdated_rows": 0, "late_rows": 0, "null_rowtime_rows": 0,
+                   "pending_rows": 0}
+        return Restated(output=output, state={KEPT_ROLE: state}, figures=figures,
+                        keys=keys.distinct())
 
     def step(
         self,
@@ -155,3 +203,9 @@ class DeduplicateOperator(Operator):
         carried = [ROW_KIND, *ARRIVAL_ORDER]
         inner, outer = self.selects
         return through_view_rows(through_view_rows(changes, inner, carried), outer, carried)
+
+
+def _as_inserts(rows: DataFrame) -> DataFrame:
+    """Kept source rows as `+I` changes, for the view's SELECTs (no arrival order)."""
+    return rows.select("*", F.lit(RowKind.INSERT.value).alias(ROW_KIND),
+                       *(F.lit(None).cast("long").alias(c) for c in ARRIVAL_ORDER))

@@ -37,7 +37,7 @@ from chronolake.errors import ChronolakeError, DefinitionError, RunError
 from chronolake.faults import FaultPoint, fault_point
 from chronolake.joins.history import HISTORY_PAGE_ROWS
 from chronolake.lake.changelog import SYSTEM_COLUMNS, RowKind
-from chronolake.lake.diffs import row_diff
+from chronolake.lake.diffs import row_diff, with_key_of
 from chronolake.lake.layout import history_path, late_path, lock_dir, output_path
 from chronolake.lake.lock import run_lock
 from chronolake.lake.multisets import ROW_IDENTITY, row_changes
@@ -69,7 +69,12 @@ from chronolake.runtime.output_figures import KIND_FIGURES, OutputFigures
 from chronolake.runtime.partition_figures import partition_figures
 from chronolake.runtime.restate_check import AcceptedRewrite
 from chronolake.runtime.restate_next import restated_input
-from chronolake.runtime.restate_run import can_restate, region_read, restated_region
+from chronolake.runtime.restate_run import (
+    can_restate,
+    changed_span,
+    region_read,
+    restated_region,
+)
 from chronolake.runtime.result import RunResult, RunStatus
 from chronolake.runtime.reuse import reused
 from chronolake.runtime.source_checks import (
@@ -320,16 +325,20 @@ class DerivedTable:
         backend, key = self.catalog.backend, self.view.primary_key
         stored_rows = region.rows_of(backend.snapshot(self.output_path,
                                                       span=region.stored_files))
+        if recomputed.keys is not None:
+            stored_rows = with_key_of(stored_rows, recomputed.keys, key, "left_semi")
         changes = row_diff(stored_rows, recomputed.output, key)
         if recomputed.emitted is not None:
             changes = changes.unionByName(as_changes(recomputed.emitted))
         changes = reused(changes)
         counted = OutputFigures(changes, {}).counted()
+        output_span = region.output_span or changed_span(
+            changes, self.view.rowtime, (restated.start_ms, restated.end_ms))
         begin_writing(self.store, self.name, plan)
         fault_point(FaultPoint.AFTER_INTENT)
         output_ms = self._output_watermark(watermark_ms)
         stamp = (watermark_stamp(output_ms) | input_versions_stamp(self._by_table(inputs))
-                 | restated_stamp(restated.source, *region.output_span))
+                 | restated_stamp(restated.source, *output_span))
         late = read.rows.limit(0)  # the region's rows are all on time, as in a refresh
         stamp |= self._partitions_stamp(plan, late, watermark_ms, changes, replace=False)
         version = backend.commit_changes(

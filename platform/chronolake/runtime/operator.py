@@ -98,15 +98,19 @@ class Region:
     "Restatement"): the input rows it re-reads and the output rows it replaces."""
 
     input_span: tuple[int, int]
-    """The rowtimes [from, to) of the input rows the recompute reads (epoch ms)."""
-    output_span: tuple[int, int]
+    """The rowtimes [from, to) of the input rows the recompute reads (epoch ms); of those
+    that tell the region, when it reads every input row."""
+    output_span: tuple[int, int] | None
     """The output's time attribute [from, to) of every row the recompute may change: what the
-    next hop restates."""
+    next hop restates; None when only the changes tell (the span of their rowtimes)."""
     rows_of: Callable[[DataFrame], DataFrame]
     """The region's rows of an output: of the stored table, or of the recompute."""
-    stored_files: FileSpan
+    stored_files: FileSpan | None
     """A span of a stored output column that holds every row of the region: the output's
-    files a restatement reads and rewrites are those that may hold rows in it."""
+    files a restatement reads and rewrites are those that may hold rows in it (None: all)."""
+    every_input_row: bool = False
+    """Whether the recompute reads every input row as of the rewrite, not those of
+    `input_span` alone: a region of keys, which rows of any time may decide."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,9 @@ class Restated:
     output: DataFrame
     state: dict[str, DataFrame]
     figures: Mapping[str, int]
+    keys: DataFrame | None = None
+    """The output keys of the region, when the recompute finds them (the keys the range
+    touched): its stored rows are those with these keys."""
     emitted: DataFrame | None = None
     """Changes committed as they are besides the diff: rows outside the region that the
     watermark the rewrite moved releases, as an ordinary run would emit them; None when the

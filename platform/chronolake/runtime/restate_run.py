@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
 from chronolake.catalog import Catalog
 from chronolake.catalog.checkpoint import InputPosition, ReadPhase
 from chronolake.errors import DefinitionError
@@ -22,7 +25,7 @@ from chronolake.runtime.reuse import reused
 from chronolake.schema import TableSpec, ViewSpec
 from chronolake.sql.view_kinds import view_kind
 from chronolake.watermarks.assigner import WatermarkAssigner
-from chronolake.watermarks.millis import within
+from chronolake.watermarks.millis import timestamp_millis, within
 from chronolake.watermarks.watermark import Watermark
 
 
@@ -53,8 +56,9 @@ def _refusal(view: ViewSpec, operator: Operator, source: str) -> str | None:
                 else f"it is {view_kind(view).written}")
         return (
             f"cannot restate through view {view.name!r}: {what}, and restatement is built for "
-            "TUMBLE, HOP and CUMULATE window aggregates and the probe side of an event-time "
-            "temporal join that keeps its rowtime so far; run a full refresh of "
+            "TUMBLE, HOP and CUMULATE window aggregates, deduplications by event time and "
+            "the probe side of an event-time temporal join that keeps its rowtime so far; "
+            "run a full refresh of "
             f"{view.name!r} instead (`chronolake run {view.name} --full-refresh`); nothing was "
             "written"
         )
@@ -89,17 +93,37 @@ def region_read(
     full refresh reads a snapshot: inserts in the order they arrived, stamped from no
     watermark (under per-commit emission none is late), of the files whose logged rowtimes
     may lie in the span (when the rowtime is a stored column). `position` is where the input
-    stood: its watermark state advances by the rows (two Spark jobs, one per stamping)."""
+    stood: its watermark state advances by the rows (two Spark jobs, one per stamping). A
+    region of keys (`Region.every_input_row`) reads every row."""
     start = InputPosition(version=end_version - 1, phase=ReadPhase.BOOTSTRAP)
     # a computed, nested or commit-time rowtime is no stored column: the span skips nothing
-    span = None if spec.rowtime is None else FileSpan(spec.rowtime, *region.input_span)
+    span = (None if spec.rowtime is None or region.every_input_row
+            else FileSpan(spec.rowtime, *region.input_span))
     read = read_input(catalog, spec, start, end_version, derived=derived, span=span)
-    rowtime = WatermarkAssigner.for_table(spec).rowtime_column()
-    rowtime_type = read.rows.select(rowtime).schema[0].dataType
+    region_rows = read.rows
+    if not region.every_input_row:
+        rowtime = WatermarkAssigner.for_table(spec).rowtime_column()
+        rowtime_type = read.rows.select(rowtime).schema[0].dataType
+        region_rows = region_rows.where(within(rowtime, rowtime_type, *region.input_span))
     # held once: the stampings, the step and its figures each read the region's rows
-    rows = replace(read, rows=reused(read.rows.where(within(rowtime, rowtime_type,
-                                                            *region.input_span))))
+    rows = replace(read, rows=reused(region_rows))
     advanced = assign_watermarks(replace(rows, position=rows.position.model_copy(
         update={"watermarks": position.watermarks})), now_ms=now_ms)
     return RegionRead(assign_watermarks(rows, now_ms=now_ms), advanced.position,
                       advanced.watermark)
+
+
+def changed_span(
+    changes: DataFrame, rowtime: str | None, otherwise: tuple[int, int]
+) -> tuple[int, int]:
+    """The span [from, to) (epoch ms) of the rowtimes of a restatement's `changes` (held: one
+    small Spark job), what the next hop restates when the region cannot tell before the
+    recompute (a region of keys); `otherwise` when there are none, or the view keeps no
+    rowtime."""
+    if rowtime is None:
+        return otherwise
+    millis = timestamp_millis(F.col(f"`{rowtime}`"), changes.schema[rowtime].dataType)
+    span = changes.agg(F.min(millis), F.max(millis)).first()  # one row
+    if span is None or span[0] is None:
+        return otherwise
+    return int(span[0]), int(span[1]) + 1
