@@ -20,6 +20,14 @@ CREATE TABLE rates (
   PRIMARY KEY (currency) NOT ENFORCED
 ) WITH ('path' = 'rates', 'changelog' = 'cdf');
 """
+RAW_ORDERS = """
+CREATE TABLE raw_orders (
+  order_id BIGINT, currency STRING, amount BIGINT, order_time TIMESTAMP(3),
+  WATERMARK FOR order_time AS order_time
+) WITH ('path' = 'raw_orders', 'changelog' = 'append');
+"""
+"""The orders as an upstream system exports them: an append table without the change data
+feed, whose ranges a re-export replaces (restatement)."""
 ENRICHED = """
 CREATE VIEW enriched AS
 SELECT o.order_id, o.currency, o.amount, o.order_time, r.rate, o.amount * r.rate AS usd
@@ -38,10 +46,11 @@ def ms(minutes: float) -> int:
     return int(at(minutes).replace(tzinfo=UTC).timestamp() * 1000)
 
 
-def between(start: float, end: float) -> str:
-    """The predicate of a re-export of the orders of [start, end) (minutes after 09:00)."""
-    return (f"order_time >= '{at(start):%Y-%m-%d %H:%M:%S}' AND "
-            f"order_time < '{at(end):%Y-%m-%d %H:%M:%S}'")
+def between(start: float, end: float, column: str = "order_time") -> str:
+    """The predicate of a re-export of the rows of [start, end) (minutes after 09:00) of a
+    time `column`."""
+    return (f"{column} >= '{at(start):%Y-%m-%d %H:%M:%S}' AND "
+            f"{column} < '{at(end):%Y-%m-%d %H:%M:%S}'")
 
 
 def order_row(order_id: int, amount: int, minutes: float, currency: str = "EUR") -> dict:

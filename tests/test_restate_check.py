@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _orders_and_rates import ORDERS_AND_RATES, ms, order_row
+from _orders_and_rates import ORDERS_AND_RATES, RAW_ORDERS, ms, order_row
 from deltalake import write_deltalake
 from deltatables import as_table, delete_rows, update_rows, write_commits
 from pyspark.sql import SparkSession
@@ -22,12 +22,6 @@ from chronolake import Catalog
 from chronolake.errors import DefinitionError, RestateRangeError, RunError, SourceError
 from chronolake.runtime.restate_check import check_rewrite
 
-RAW_ORDERS = """
-CREATE TABLE raw_orders (
-  order_id BIGINT, currency STRING, amount BIGINT, order_time TIMESTAMP(3),
-  WATERMARK FOR order_time AS order_time
-) WITH ('path' = 'raw_orders', 'changelog' = 'append');
-"""
 ORDERS = [order_row(1, 10, 5), order_row(2, 20, 15), order_row(3, 30, 25), order_row(4, 40, 35)]
 IN_RANGE = "order_time >= '2026-11-02 09:10:00' AND order_time < '2026-11-02 09:30:00'"
 

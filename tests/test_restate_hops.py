@@ -21,8 +21,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from _crash import REPO
-from _orders_and_rates import ENRICHED, ORDERS_AND_RATES, at, ms, order_row, rate_row
+from _orders_and_rates import ENRICHED, ORDERS_AND_RATES, RAW_ORDERS, at, ms, order_row, rate_row
 from _partitioned_platform import hourly_platform, lake_definitions
+from _restated_lake import run_once
 from dagster import AssetKey, DagsterInstance, Definitions, in_process_executor
 from deltalake import DeltaTable, write_deltalake
 from deltatables import as_table, table_rows, write_commits
@@ -39,11 +40,7 @@ from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.restate_plan import plan_restatement, run_restatement
 from chronolake.runtime.result import RunStatus
 
-DDL = """
-CREATE TABLE raw_orders (
-  order_id BIGINT, currency STRING, amount BIGINT, order_time TIMESTAMP(3),
-  WATERMARK FOR order_time AS order_time
-) WITH ('path' = 'raw_orders', 'changelog' = 'append');
+DDL = RAW_ORDERS + """
 CREATE VIEW per_ten AS
 SELECT window_start AS ten_start, window_end AS ten_end, window_time AS rowtime, currency,
        SUM(amount) AS amount, COUNT(*) AS orders
@@ -66,12 +63,7 @@ REPLACEMENT = [order_row(2, 21, 15), order_row(7, 5, 12, "GBP")]
 def lake(tmp_path: Path, spark: SparkSession) -> Catalog:
     """The orders in one commit, both views run once over them: the watermark (10:05) closed
     `per_ten`'s windows up to 10:00 and `per_half_hour`'s up to 10:00."""
-    catalog = Catalog(tmp_path, spark)
-    catalog.declare(DDL)
-    write_commits(tmp_path / "raw_orders", [ORDERS], cdf=False)
-    for view in VIEWS:
-        DerivedTable(catalog, view).run()
-    return catalog
+    return run_once(tmp_path, spark, DDL, VIEWS, {"raw_orders": ORDERS})
 
 
 def re_export(catalog: Catalog) -> None:

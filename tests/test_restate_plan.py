@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _orders_and_rates import ORDERS_AND_RATES, at, ms, order_row, rate_row
+from _orders_and_rates import ORDERS_AND_RATES, RAW_ORDERS, at, ms, order_row, rate_row
 from deltalake import DeltaTable, write_deltalake
 from deltatables import as_table, write_commits
 from pyspark.sql import SparkSession
@@ -34,11 +34,7 @@ FROM {source} AS o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.order_time AS r
 ON o.currency = r.currency;"""
 
 
-DDL = ORDERS_AND_RATES + """
-CREATE TABLE raw_orders (
-  order_id BIGINT, currency STRING, amount BIGINT, order_time TIMESTAMP(3),
-  WATERMARK FOR order_time AS order_time
-) WITH ('path' = 'raw_orders', 'changelog' = 'append');
+DDL = ORDERS_AND_RATES + RAW_ORDERS + """
 CREATE VIEW per_window AS
 SELECT window_start, window_end, SUM(amount) AS amount, COUNT(*) AS orders
 FROM TABLE(TUMBLE(TABLE raw_orders, DESCRIPTOR(order_time), INTERVAL '10' MINUTES))

@@ -21,7 +21,8 @@ import pyarrow as pa
 import pytest
 from _crash import REPO, SUBPROCESS_TIMEOUT_S
 from _demo import CHRONOLAKE
-from _orders_and_rates import ORDERS_AND_RATES, at, between, ms, order_row
+from _orders_and_rates import ORDERS_AND_RATES, RAW_ORDERS, at, between, ms, order_row
+from _restated_lake import run_once
 from click.testing import CliRunner
 from dagster import AssetKey, DagsterInstance
 from deltalake import DeltaTable, write_deltalake
@@ -41,12 +42,6 @@ from chronolake.runtime.derived import DerivedTable
 from chronolake.runtime.restate_plan import run_restatement
 from chronolake.watermarks.watermark import LONG_MIN
 
-RAW_ORDERS = """
-CREATE TABLE raw_orders (
-  order_id BIGINT, currency STRING, amount BIGINT, order_time TIMESTAMP(3),
-  WATERMARK FOR order_time AS order_time
-) WITH ('path' = 'raw_orders', 'changelog' = 'append');
-"""
 DDL = ORDERS_AND_RATES + RAW_ORDERS + """
 CREATE VIEW per_currency AS
 SELECT window_start, window_end, currency, SUM(amount) AS amount, COUNT(*) AS orders
@@ -61,11 +56,7 @@ SCHEMA = as_table(ORDERS).schema
 @pytest.fixture
 def lake(tmp_path: Path, spark: SparkSession) -> Catalog:
     """The orders in one commit, and `per_currency` run once over them."""
-    catalog = Catalog(tmp_path, spark)
-    catalog.declare(DDL)
-    write_commits(tmp_path / "raw_orders", [ORDERS], cdf=False)
-    DerivedTable(catalog, "per_currency").run()
-    return catalog
+    return run_once(tmp_path, spark, DDL, ["per_currency"], {"raw_orders": ORDERS})
 
 
 def rows(catalog: Catalog) -> set[tuple[Any, ...]]:

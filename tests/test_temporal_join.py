@@ -277,10 +277,10 @@ _UPDATES: RawRounds = [
 
 # Each example runs dozens of Spark jobs (about 50 s in CI): a few examples, and no shrinking
 # (minutes per step). Two in three draw an updating probe: its kinds make more cases than an
-# append-only one. The explicit example pins every probe kind; each run draws six more, fresh
+# append-only one. The explicit example pins every probe kind; each run draws four more, fresh
 # ones every CI run (a failing draw is printed: pin it as an @example).
 @pytest.mark.slow
-@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck),
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck),
           phases=(Phase.explicit, Phase.reuse, Phase.generate))
 @given(raw=_rounds, left=st.booleans(), dedup=st.booleans(),
        updating=st.sampled_from([True, True, False]),

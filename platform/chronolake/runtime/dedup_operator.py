@@ -21,6 +21,7 @@ A run collapses each key's changes into one (Flink's mini-batch deduplication do
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -34,6 +35,7 @@ from chronolake.lake.changelog import (
     SYSTEM_COLUMNS,
     RowKind,
 )
+from chronolake.lake.diffs import with_key_of
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import (
     INTERNAL_COLUMNS,
@@ -86,11 +88,11 @@ class DeduplicateOperator(Operator):
         return (not self.depends_on_processing_time
                 and source == self.source.changelog_table.name.lower())
 
-    def restated_region(self, start_ms: int, end_ms: int) -> Region | None:
+    def restated_region(self, source: str, start_ms: int, end_ms: int) -> Region | None:
         """The keys the range touched: those of the rewritten rows in it, and those whose
         kept row lay in it; a key's row may be decided by its rows of any time, so the
         recompute reads every row, and its changes tell what the next hop restates."""
-        if self.depends_on_processing_time:
+        if not self.restates(source):
             return None
         return Region(input_span=(start_ms, end_ms), output_span=None, rows_of=lambda rows: rows,
                       stored_files=None, every_input_row=True)
@@ -99,8 +101,8 @@ class DeduplicateOperator(Operator):
         self, context: RunContext, read: InputRead, region: Region, watermark_ms: int | None
     ) -> Restated:
         """Each touched key's row among the source's rows as of the rewrite, as a refresh
-        keeps it (`Restated.keys`: the output keys of its rows before and after); the other
-        keys' kept rows stay in state."""
+        keeps it; the region's stored rows are those of the output keys of its rows before
+        and after. The other keys' kept rows stay in state."""
         rows = read.rows  # held: every row as of the rewrite, inserts as a refresh reads them
         columns = [c for c in rows.columns if c not in (*SYSTEM_COLUMNS, *INTERNAL_COLUMNS)]
         kept = context.state(KEPT_ROLE)
@@ -123,7 +125,8 @@ class DeduplicateOperator(Operator):
         figures = {**counts, "outdated_rows": 0, "late_rows": 0, "null_rowtime_rows": 0,
                    "pending_rows": 0}
         return Restated(output=output, state={KEPT_ROLE: state}, figures=figures,
-                        keys=keys.distinct())
+                        region=replace(region, rows_of=lambda stored: with_key_of(
+                            stored, keys.distinct(), view_keys, "left_semi")))
 
     def step(
         self,

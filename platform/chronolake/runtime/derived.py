@@ -37,7 +37,8 @@ from chronolake.errors import ChronolakeError, DefinitionError, RunError
 from chronolake.faults import FaultPoint, fault_point
 from chronolake.joins.history import HISTORY_PAGE_ROWS
 from chronolake.lake.changelog import SYSTEM_COLUMNS, RowKind
-from chronolake.lake.diffs import row_diff, with_key_of
+from chronolake.lake.diffs import row_diff
+from chronolake.lake.file_span import FileSpan
 from chronolake.lake.layout import history_path, late_path, lock_dir, output_path
 from chronolake.lake.lock import run_lock
 from chronolake.lake.multisets import ROW_IDENTITY, row_changes
@@ -315,18 +316,19 @@ class DerivedTable:
         read = region_rows.read
         context = RunContext(checkpoint=committed, clock=self.clock,
                              load_state=lambda role: self._state(committed, role),
-                             load_history=self.history)
+                             load_history=self.history,
+                             consumed_rows=lambda other, span: self._consumed_rows(
+                                 other, positions[other], span))
         # the rewrite's rows move the watermark as an ordinary run's would: never back, and
         # held back by the other inputs where they stand
         inputs = {**positions, name: region_rows.position}
         combined = combined_of([position_watermark(position) for position in inputs.values()])
         watermark_ms = self._watermark_ms(committed, combined)
         recomputed = self.operator.restate(context, read, region, watermark_ms)
+        region = recomputed.region or region
         backend, key = self.catalog.backend, self.view.primary_key
         stored_rows = region.rows_of(backend.snapshot(self.output_path,
                                                       span=region.stored_files))
-        if recomputed.keys is not None:
-            stored_rows = with_key_of(stored_rows, recomputed.keys, key, "left_semi")
         changes = row_diff(stored_rows, recomputed.output, key)
         if recomputed.emitted is not None:
             changes = changes.unionByName(as_changes(recomputed.emitted))
@@ -350,8 +352,12 @@ class DerivedTable:
             span=region.stored_files if recomputed.emitted is None else None,
         )
         fault_point(FaultPoint.AFTER_OUTPUT)
-        self._restate_late_rows(self.inputs[name], region)
+        if region.late_rows_of_input:
+            self._restate_late_rows(self.inputs[name], region)
         fault_point(FaultPoint.AFTER_SIDE_OUTPUT)
+        if recomputed.history is not None:  # a redo reads it rewritten, and rewrites the same
+            with parquet_pages_of(self.catalog.spark, HISTORY_PAGE_ROWS):
+                backend.overwrite_dataframe(stored(recomputed.history), self.history_path)
         state = {role: self.store.state_name(number, plan.attempt, role)
                  for role in recomputed.state}
         for role, frame in recomputed.state.items():
@@ -376,6 +382,14 @@ class DerivedTable:
             input_versions={name: (positions[name].version + 1, end)},
             figures=figures, watermark_ms=output_ms, output_version=version,
         )
+
+    def _consumed_rows(self, name: str, position: InputPosition, span: FileSpan | None
+                       ) -> DataFrame:
+        """Input `name`'s snapshot at the version its last run consumed (`position`), of the
+        files that may hold rows in `span` (`RunContext.consumed_rows`)."""
+        snapshot = InputPosition(version=position.version - 1, phase=ReadPhase.BOOTSTRAP)
+        return read_input(self.catalog, self.inputs[name], snapshot, position.version,
+                          derived=self.name, span=span).rows
 
     def _restate_late_rows(self, spec: TableSpec, region: Region) -> None:
         """The side table without the region's late rows: the recompute read them on time, as

@@ -20,6 +20,7 @@ the changed rows of their keys); it scans the history table once for the touched
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -28,9 +29,12 @@ from chronolake.catalog.relations import through_view_rows
 from chronolake.joins.version_history import version_events, version_history
 from chronolake.joins.versions import kept_versions, on_time_for_first_row
 from chronolake.lake.changelog import ARRIVAL_ORDER, COMMIT_VERSION, POSITION, ROW_KIND, RowKind
+from chronolake.lake.diffs import with_key_of
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import (
     Operator,
+    Region,
+    Restated,
     RunContext,
     Step,
     count_figures,
@@ -41,9 +45,11 @@ from chronolake.schema import ViewSpec
 from chronolake.schema.spec import KeepRow
 from chronolake.sql.history import HistoryPlan
 from chronolake.watermarks.late import LateReason, side_table_rows
+from chronolake.watermarks.millis import within
 from chronolake.watermarks.watermark import Watermark
 
 _ARRIVAL = "__hv_arrival"
+_ARRIVAL_TYPE = f"struct<{COMMIT_VERSION}: bigint, {POSITION}: bigint>"
 _BEFORE = "__hv_before"
 _AFTER = "__hv_after"
 
@@ -57,6 +63,52 @@ class HistoryOperator(Operator):
         self.inputs = (plan.source,)
         self.event_time = plan.source.watermark is not None
         self.output_key = view.primary_key
+
+    def restates(self, source: str) -> bool:
+        """A range of its source, when its versions follow event time."""
+        return self.event_time and source == self.source.changelog_table.name.lower()
+
+    def restated_region(self, source: str, start_ms: int, end_ms: int) -> Region | None:
+        """The keys with a version in the range, before or after the rewrite: their rows,
+        found by the recompute (`restate`), whose valid intervals may end or begin anywhere."""
+        if not self.restates(source):
+            return None
+        return Region(input_span=(start_ms, end_ms), output_span=None, rows_of=lambda rows: rows,
+                      stored_files=None)
+
+    def restate(
+        self, context: RunContext, read: InputRead, region: Region, watermark_ms: int | None
+    ) -> Restated:
+        """The history's version events in the range replaced by the rewrite's (`read`); each
+        touched key's rows recomputed from its events, and diffed with its stored rows (the
+        region: the output keys of its rows before and after)."""
+        how = self.plan.versioned
+        key = list(how.key)
+        stored = context.history()
+        assert stored is not None, "a history view that ran keeps its events"
+        fresh = reused(version_events(without_annotations(read.rows), how.key, how.time,
+                                      ROW_KIND))
+        in_span = F.coalesce(within(F.col(f"`{how.time}`"), stored.schema[how.time].dataType,
+                                    *region.input_span), F.lit(False))
+        touched = reused(fresh.select(*key).unionByName(stored.where(in_span).select(*key))
+                         .distinct().select(*key, F.lit(None).cast(_ARRIVAL_TYPE).alias(_ARRIVAL)))
+        events = reused(stored.where(~in_span).unionByName(fresh))
+        before = stored.join(touched.select(*key), on=key, how="left_semi")
+        after = kept_versions(events.join(touched.select(*key), on=key, how="left_semi"), key,
+                              how.time, how.keep)
+        rows_before, rows_after = (self._rows(frame, touched).drop(_ARRIVAL)
+                                   for frame in (before, after))
+        keys = reused(rows_before.unionByName(rows_after).select(*self.output_key).distinct())
+        counts = count_figures({"rows_in": read.rows, "versions_in": fresh,
+                                "touched_keys": touched, "events": events})
+        return Restated(
+            output=rows_after, state={}, history=events,
+            figures={**{name: counts[name] for name in ("rows_in", "versions_in",
+                                                        "touched_keys")},
+                     "late_rows": 0, "null_rowtime_rows": 0, "pending_rows": 0},
+            region=replace(region, rows_of=lambda rows: with_key_of(rows, keys, self.output_key,
+                                                                    "left_semi")),
+        )
 
     def step(
         self,

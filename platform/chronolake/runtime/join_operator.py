@@ -17,6 +17,7 @@ of their key.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -37,6 +38,7 @@ from chronolake.joins.versions import (
     on_time_for_first_row,
     retained_versions,
 )
+from chronolake.lake.changelog import ROW_KIND, RowKind
 from chronolake.lake.file_span import FileSpan
 from chronolake.runtime.inputs import InputRead
 from chronolake.runtime.operator import (
@@ -59,7 +61,7 @@ from chronolake.sql.temporal import TemporalJoinPlan, TimeMode
 from chronolake.watermarks.assigner import LATE_COLUMN
 from chronolake.watermarks.late import LateReason, side_table_rows
 from chronolake.watermarks.millis import within
-from chronolake.watermarks.watermark import LONG_MIN, Watermark
+from chronolake.watermarks.watermark import LONG_MAX, LONG_MIN, Watermark
 
 
 class TemporalJoinOperator(Operator):
@@ -76,16 +78,32 @@ class TemporalJoinOperator(Operator):
         """The view's rowtime, the probe's passed through (None when its SELECT drops it)."""
 
     def restates(self, source: str) -> bool:
-        """A range of the probe side (an event-time join whose output keeps the probe's
-        rowtime); restating the build side is not built."""
-        return (self.event_time and self.output_rowtime is not None
-                and source == self.probe.changelog_table.name.lower())
+        """A range of either side of an event-time join whose output keeps the probe's rowtime;
+        of the build side when it is a table (a deduplication view's versions are not built)."""
+        if not self.event_time or self.output_rowtime is None:
+            return False
+        if source == self.probe.changelog_table.name.lower():
+            return True
+        return (source == self.build.changelog_table.name.lower()
+                and isinstance(self.plan.build, TableSpec))
 
-    def restated_region(self, start_ms: int, end_ms: int) -> Region | None:
+    def restated_region(self, source: str, start_ms: int, end_ms: int) -> Region | None:
+        """Probe side: the probe rows with rowtime in [`start_ms`, `end_ms`), and their output
+        rows. Build side: the build events in the range, and the probe rows from `start_ms` on
+        that joined a version of their keys, up to each key's next version after the range
+        (found by the recompute, `restate`)."""
+        rowtime = self.output_rowtime
+        if not self.restates(source) or rowtime is None:
+            return None
+        if source == self.probe.changelog_table.name.lower():
+            return self._output_region(start_ms, end_ms)
+        return Region(input_span=(start_ms, end_ms), output_span=None, rows_of=lambda rows: rows,
+                      stored_files=None, late_rows_of_input=False)
+
+    def _output_region(self, start_ms: int, end_ms: int) -> Region:
         """The probe rows with rowtime in [`start_ms`, `end_ms`), and their output rows."""
         rowtime = self.output_rowtime
-        if not self.event_time or rowtime is None:
-            return None
+        assert rowtime is not None  # `restates`
 
         def rows_of(output: DataFrame) -> DataFrame:
             return output.where(within(F.col(f"`{rowtime}`"), output.schema[rowtime].dataType,
@@ -101,11 +119,11 @@ class TemporalJoinOperator(Operator):
         at their rowtime among every build event so far (the history, as late probe rows do);
         the others replace the span's pending rows. Then the watermark the rewrite's rows
         moved releases pending rows as an ordinary run does (`Restated.emitted`)."""
-        started = context.checkpoint.watermark
-        before = LONG_MIN if started is None else started
-        ending = before if watermark_ms is None else watermark_ms
+        if read.spec.name == self.build.name:
+            return self._restate_build(context, read, region, watermark_ms)
+        before, ending = _watermarks(context, watermark_ms)
         probe_time = F.col(self.plan.probe_time)
-        rowtime_ms = F.unix_micros(probe_time.cast("timestamp")) / 1000
+        rowtime_ms = _millis(probe_time)
         rows = read.rows
         ready = reused(rows.where(rowtime_ms <= before))
         held = rows.where(rowtime_ms > before)
@@ -114,21 +132,99 @@ class TemporalJoinOperator(Operator):
             in_span = within(probe_time, pending.schema[self.plan.probe_time].dataType,
                              *region.input_span)
             held = pending.where(~F.coalesce(in_span, F.lit(False))).unionByName(held)
-        released, kept = held.where(rowtime_ms <= ending), held.where(rowtime_ms > ending)
         versions, history = context.state("versions"), context.history()
         assert versions is not None, "an event-time join that ran keeps its versions"
         needed = history_for_late_rows(versions if history is None else history, ready,
                                        self.plan)
         output = join_query(self.plan, without_annotations(ready),
                             matched_versions(self.plan, ready, needed))
-        emitted = None
-        if ending > before:  # held rows are above `before`: only a moved watermark releases
-            emitted = join_query(self.plan, without_annotations(released),  # as a run would
-                                 matched_versions(self.plan, released, versions), changelog=True)
+        kept, emitted = self._released(held, versions, before, ending)
         state = {"pending": kept, "versions": versions}
         counts = count_figures({"rows_in": rows, "pending_rows": kept})
         figures = {**counts, "late_rows": 0, "state_rows": counts["pending_rows"]}
         return Restated(output=output, state=state, figures=figures, emitted=emitted)
+
+    def _restate_build(
+        self, context: RunContext, read: InputRead, region: Region, watermark_ms: int | None
+    ) -> Restated:
+        """The build events in the region's span replaced by the rewrite's (`read`) in the
+        history and in state; the emitted probe rows from the span's start on re-joined, up to
+        the first event after the span of every key it touched (later probe rows join that
+        event or a later one) or the committed watermark; pending rows released as an
+        ordinary run releases them when the rewrite moved the watermark."""
+        before, ending = _watermarks(context, watermark_ms)
+        start_ms, end_ms = region.input_span
+        build_time = F.col(self.build_time)
+        versions, history = context.state("versions"), context.history()
+        assert versions is not None and history is not None, "an event-time join that ran"
+        rewritten = without_annotations(read.rows)
+        in_span = F.coalesce(within(build_time, history.schema[self.build_time].dataType,
+                                    start_ms, end_ms), F.lit(False))
+        events = reused(history.where(~in_span).unionByName(
+            rewritten, allowMissingColumns=True).select(*history.columns))
+        keys = list(self.plan.build_keys)
+        touched = reused(rewritten.select(*keys).unionByName(history.where(in_span).select(*keys))
+                         .unionByName(versions.where(in_span).select(*keys)).distinct())
+        # emitted probe rows only: those above `before` are pending
+        region_end = max(start_ms, min(self._next_versions(events, touched, end_ms), before + 1))
+        rows = self._consumed_probe_rows(context, start_ms, region_end)
+        output = join_query(self.plan, rows, matched_versions(
+            self.plan, rows, history_for_late_rows(events, rows, self.plan)))
+        touched_events = events.join(touched, on=keys, how="left_semi")
+        versions = reused(versions.join(touched, on=keys, how="left_anti").unionByName(
+            retained_versions(touched_events, keys, self.build_time, ending).select(
+                *versions.columns)))
+        pending = context.state("pending")
+        held = rows.limit(0) if pending is None else pending
+        kept, emitted = self._released(held, versions, before, ending)
+        counts = count_figures({"rows_in": read.rows, "pending_rows": kept, "events": events})
+        figures = {"rows_in": counts["rows_in"], "pending_rows": counts["pending_rows"],
+                   "late_rows": 0, "state_rows": counts["pending_rows"]}
+        return Restated(
+            output=output, state={"pending": kept, "versions": versions}, figures=figures,
+            emitted=emitted, history=sorted_for_lookups(events, self.plan, counts["events"]),
+            region=replace(self._output_region(start_ms, region_end), late_rows_of_input=False),
+        )
+
+    def _next_versions(self, events: DataFrame, touched: DataFrame, end_ms: int) -> int:
+        """The latest, over the `touched` keys, of each key's first event at or after `end_ms`
+        (epoch ms): from there on every probe row joins a version the rewrite left alone. The
+        largest long when a touched key has none. One small Spark job."""
+        keys = list(self.plan.build_keys)
+        event_ms = _millis(F.col(self.build_time))
+        after = events.where(event_ms >= end_ms)
+        if ROW_KIND in events.columns:  # a -U carries the time of the version it ends
+            after = after.where(F.col(ROW_KIND) != RowKind.UPDATE_BEFORE.value)
+        first = after.groupBy(*keys).agg(F.min(event_ms).alias(_NEXT))
+        ending = touched.join(first, on=keys, how="left").agg(
+            F.max(F.coalesce(F.col(_NEXT), F.lit(LONG_MAX))).cast("long")).first()  # one row
+        return LONG_MAX if ending is None or ending[0] is None else int(ending[0])
+
+    def _consumed_probe_rows(self, context: RunContext, start_ms: int, end_ms: int
+                             ) -> DataFrame:
+        """The probe's rows with rowtime in [`start_ms`, `end_ms`) as the last run consumed
+        them."""
+        assert context.consumed_rows is not None, "a restatement reads the other input"
+        probe = self.probe.name
+        rowtime = self.probe.rowtime
+        span = None if rowtime is None else FileSpan(rowtime, start_ms, end_ms)
+        rows = context.consumed_rows(probe, span)
+        probe_time = self.plan.probe_time
+        return reused(rows.where(within(F.col(probe_time), rows.schema[probe_time].dataType,
+                                        start_ms, end_ms)))
+
+    def _released(
+        self, held: DataFrame, versions: DataFrame, before: int, ending: int
+    ) -> tuple[DataFrame, DataFrame | None]:
+        """The `held` probe rows the watermark keeps above `ending`, and those it released
+        joined as an ordinary run joins them (None when it did not move from `before`)."""
+        rowtime_ms = _millis(F.col(self.plan.probe_time))
+        kept = held.where(rowtime_ms > ending)
+        if ending <= before:  # held rows are above `before`: only a moved watermark releases
+            return kept, None
+        released = held.where(rowtime_ms <= ending)
+        return kept, join_query(self.plan, without_annotations(released),  # as a run would
+                                matched_versions(self.plan, released, versions), changelog=True)
 
     def step(
         self,
@@ -148,7 +244,7 @@ class TemporalJoinOperator(Operator):
         threshold = watermark_ms if watermark_ms is not None else Watermark.MIN_WATERMARK.timestamp
         horizon = context.checkpoint.horizon
         rows = reused(_with_pending(context, probe.rows))
-        rowtime_ms = F.unix_micros(F.col(self.plan.probe_time).cast("timestamp")) / 1000
+        rowtime_ms = _millis(F.col(self.plan.probe_time))
         is_ready = rowtime_ms <= threshold
         behind_horizon = F.lit(False) if horizon is None else rowtime_ms <= horizon
         # The step's figures in the job that first reads its rows, one pass over each side
@@ -371,3 +467,18 @@ def _tallied(counts: Mapping[str, int], matched: Tally, kept_role: str, kept: Ta
         }
 
     return Tallied({OUTPUT: matched, kept_role: kept}, figures)
+
+
+_NEXT = "__tj_next"
+
+
+def _watermarks(context: RunContext, watermark_ms: int | None) -> tuple[int, int]:
+    """The committed watermark a restatement starts from, and the one it ends at."""
+    started = context.checkpoint.watermark
+    before = LONG_MIN if started is None else started
+    return before, before if watermark_ms is None else watermark_ms
+
+
+def _millis(column: Column) -> Column:
+    """A probe or build time as epoch milliseconds."""
+    return F.unix_micros(column.cast("timestamp")) / 1000

@@ -108,6 +108,9 @@ class Region:
     stored_files: FileSpan | None
     """A span of a stored output column that holds every row of the region: the output's
     files a restatement reads and rewrites are those that may hold rows in it (None: all)."""
+    late_rows_of_input: bool = True
+    """Whether the side table holds the restated input's late rows (they leave it for the
+    span: the recompute read them on time); a join's build side has none there."""
     every_input_row: bool = False
     """Whether the recompute reads every input row as of the rewrite, not those of
     `input_span` alone: a region of keys, which rows of any time may decide."""
@@ -121,9 +124,13 @@ class Restated:
     output: DataFrame
     state: dict[str, DataFrame]
     figures: Mapping[str, int]
-    keys: DataFrame | None = None
-    """The output keys of the region, when the recompute finds them (the keys the range
-    touched): its stored rows are those with these keys."""
+    region: Region | None = None
+    """The region as the recompute found it, when only the rows tell (the keys the range
+    touched, or a span that ends at their next versions): its stored rows are replaced and
+    its span stamped instead of the planned region's."""
+    history: DataFrame | None = None
+    """The build events after the rewrite, when the recompute changed them: they replace
+    the history table."""
     emitted: DataFrame | None = None
     """Changes committed as they are besides the diff: rows outside the region that the
     watermark the rewrite moved releases, as an ordinary run would emit them; None when the
@@ -141,6 +148,10 @@ class RunContext:
     clock: Clock
     load_state: Callable[[str], DataFrame | None]
     load_history: Callable[[], DataFrame | None] = field(default=lambda: None)
+    consumed_rows: Callable[[str, FileSpan | None], DataFrame] | None = None
+    """A restatement's reader of another input: its rows as the last run consumed them (the
+    snapshot at that version, with arrival order, no watermarks), of the files that may hold
+    rows in a span."""
     tallies_counted: bool = False
     """Whether the run counts the step's tallies before the writes that would observe them
     (each tick of a ticked run; an updating output, read through a checkpoint): a tallied
@@ -187,9 +198,9 @@ class Operator(ABC):
         (`restated_region`)."""
         return False
 
-    def restated_region(self, start_ms: int, end_ms: int) -> Region | None:
-        """The region a restatement of input rows with rowtime in [`start_ms`, `end_ms`)
-        recomputes; None when this operator cannot restate (yet)."""
+    def restated_region(self, source: str, start_ms: int, end_ms: int) -> Region | None:
+        """The region a restatement of rows of input table `source` with rowtime in
+        [`start_ms`, `end_ms`) recomputes; None when this operator cannot restate it (yet)."""
         return None
 
     def restate(

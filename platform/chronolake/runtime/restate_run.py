@@ -37,7 +37,7 @@ def restated_region(
     refusal = _refusal(view, operator, source)
     if refusal is not None:
         raise DefinitionError(refusal)
-    region = operator.restated_region(start_ms, end_ms)
+    region = operator.restated_region(source, start_ms, end_ms)
     assert region is not None  # `_refusal` asked the operator
     return region
 
@@ -56,9 +56,9 @@ def _refusal(view: ViewSpec, operator: Operator, source: str) -> str | None:
                 else f"it is {view_kind(view).written}")
         return (
             f"cannot restate through view {view.name!r}: {what}, and restatement is built for "
-            "TUMBLE, HOP and CUMULATE window aggregates, deduplications by event time and "
-            "the probe side of an event-time temporal join that keeps its rowtime so far; "
-            "run a full refresh of "
+            "TUMBLE, HOP and CUMULATE window aggregates, deduplications and history views by "
+            "event time, and event-time temporal joins that keep the probe's rowtime (a build "
+            "side that is a table) so far; run a full refresh of "
             f"{view.name!r} instead (`chronolake run {view.name} --full-refresh`); nothing was "
             "written"
         )

@@ -166,10 +166,10 @@ class WindowAggregateOperator(Operator):
     def restates(self, source: str) -> bool:
         return self.plan.kind is not WindowKind.SESSION and self.rank is None and not self.plan.rows
 
-    def restated_region(self, start_ms: int, end_ms: int) -> Region | None:
+    def restated_region(self, source: str, start_ms: int, end_ms: int) -> Region | None:
         """The windows overlapping [`start_ms`, `end_ms`) and every row of them; a TUMBLE, HOP
         or CUMULATE aggregate only (sessions merge; Top-N ranks across windows' keys)."""
-        if not self.restates(self.plan.source.changelog_table.name.lower()):
+        if not self.restates(source):
             return None
         windows = self.windows
         span = overlapping_span(windows, start_ms, end_ms)
