@@ -100,12 +100,10 @@ class HistoryOperator(Operator):
                                    for frame in (before, after))
         keys = reused(rows_before.unionByName(rows_after).select(*self.output_key).distinct())
         counts = count_figures({"rows_in": read.rows, "versions_in": fresh,
-                                "touched_keys": touched, "events": events})
+                                "touched_keys": touched})
         return Restated(
             output=rows_after, state={}, history=events,
-            figures={**{name: counts[name] for name in ("rows_in", "versions_in",
-                                                        "touched_keys")},
-                     "late_rows": 0, "null_rowtime_rows": 0, "pending_rows": 0},
+            figures={**counts, "late_rows": 0, "null_rowtime_rows": 0, "pending_rows": 0},
             region=replace(region, rows_of=lambda rows: with_key_of(rows, keys, self.output_key,
                                                                     "left_semi")),
         )
